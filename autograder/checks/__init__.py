@@ -1,0 +1,91 @@
+"""The registry of checks, and what a check body receives: a ``Probe``.
+
+A check is a plain function decorated with ``@check``; its docstring says what it checks
+and cites the SPEC. Points live in the rubric (``autograder/rubric.toml``), not here.
+A check body compares the student's answers with the reference's and raises
+``CheckFailed`` (from ``compare``) with feedback when they differ.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import torch
+
+from ..model import Check
+from ..sandbox.host import StudentError
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(name: str, *, group: str, hidden: bool = True, needs=(), requires=()):
+    def register(body):
+        if name in REGISTRY:
+            raise ValueError(f"two checks are called {name}")
+        REGISTRY[name] = Check(name=name, group=group, points=0.0, body=body, hidden=hidden,
+                               needs=frozenset(needs), requires=tuple(requires),
+                               doc=inspect.getdoc(body) or "")
+        return body
+    return register
+
+
+class Side:
+    """One implementation seen through probes: the student's sandbox or the reference."""
+
+    def __init__(self, run_probe, names=None):
+        self._run = run_probe
+        self.names = names
+
+    def probe(self, name: str, group: str, **kwargs):
+        return self._run(name, group, kwargs)
+
+    def require(self, fn: str) -> None:
+        if self.names is not None and fn not in self.names:
+            raise StudentError(f"the submission defines no {fn}; the SPEC's API asks for it "
+                               "(check the spelling and that it is at the top level)")
+
+    def attempt(self, fn: str, *args, group: str, **kwargs) -> dict:
+        """Call fn; {"value": v, "mutated": [...]} or {"raised": info}."""
+        self.require(fn)
+        return self.probe("call", group, fn=fn, args=list(args), kwargs=kwargs)
+
+    def call(self, fn: str, *args, group: str, **kwargs):
+        result = self.attempt(fn, *args, group=group, **kwargs)
+        if "raised" in result:
+            info = result["raised"]
+            raise StudentError(f"{fn} raised {info.get('type')}: {info.get('message')}",
+                               raised=info)
+        return result["value"]
+
+    def mha(self, spec: dict, *, group: str) -> dict:
+        self.require("MultiHeadAttention")
+        return self.probe("mha", group, spec=spec)
+
+
+@dataclass
+class Probe:
+    """What a check body gets: both sides, the run's seed, and a notebook for diagnoses."""
+
+    student: Side
+    reference: Side
+    seed: int
+    has_cuda: bool = False
+    device: str = "cpu"
+    observations: dict = field(default_factory=dict)
+
+    def generator(self, salt: str) -> torch.Generator:
+        """A generator seeded by the run's seed and the check: checks stay independent."""
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + _stable_hash(salt)) % 2**63)
+
+
+def _stable_hash(text: str) -> int:
+    value = 0
+    for ch in text.encode():
+        value = (value * 131 + ch) % 2**61
+    return value
+
+
+def load_all() -> dict[str, Check]:
+    """Import every module of checks so their decorators run."""
+    from . import functions, module  # noqa: F401
+    return REGISTRY

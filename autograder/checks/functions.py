@@ -1,0 +1,163 @@
+"""Checks of the API's functions: shape rules and values (SPEC, "What the autograder
+holds a submission to", items 1 and 2)."""
+from __future__ import annotations
+
+import torch
+
+from ..compare import CheckFailed, expect_close, expect_equal_values
+from ..sandbox.host import StudentError
+from . import Probe, cases, check
+
+F64 = dict(rtol=1e-9, atol=1e-11)     # float64: a float32 detour (about 1e-8) fails
+
+
+def compare_cases(p: Probe, fn: str, group: str, case_list, *, pick=None, **tol) -> None:
+    """Call fn on every case on both sides; the first difference fails the check."""
+    for case in case_list:
+        what = f"{fn} on case '{case.name}' ({case.describe})"
+        expected = p.reference.call(fn, *case.args, group=group)
+        try:
+            result = p.student.attempt(fn, *case.args, group=group)
+        except StudentError as e:
+            raise StudentError(f"{what}: {e}", raised=e.raised) from None
+        p.observations.setdefault("calls", {}).setdefault(fn, []).append(
+            (case, result, expected))
+        if "raised" in result:
+            info = result["raised"]
+            raise StudentError(f"{what} raised {info.get('type')}: {info.get('message')}",
+                               raised=info)
+        actual = result["value"]
+        if pick is not None:
+            actual, expected = pick(actual, what), pick(expected, what)
+        for a, e, label in _pairs(actual, expected, what):
+            expect_close(actual=a, expected=e, what=label, **(tol or F64))
+
+
+def _pairs(actual, expected, what):
+    if isinstance(expected, tuple):
+        if not isinstance(actual, tuple) or len(actual) != len(expected):
+            raise CheckFailed(f"{what} returned {type(actual).__name__}, expected a tuple of "
+                              f"{len(expected)} tensors (output, weights)")
+        names = ("output", "weights")
+        return [(a, e, f"{what}, {names[i] if i < 2 else i}")
+                for i, (a, e) in enumerate(zip(actual, expected))]
+    return [(actual, expected, what)]
+
+
+def expect_value_error(p: Probe, fn: str, group: str, args: tuple, describe: str) -> None:
+    result = p.student.attempt(fn, *args, group=group)
+    if "raised" not in result:
+        raise CheckFailed(f"{fn}({describe}) returned normally; it must raise ValueError "
+                          "(the head count does not divide the width)")
+    info = result["raised"]
+    if not info.get("value_error"):
+        hint = (" An assert is no validation: it raises AssertionError, and nothing at all "
+                "under python -O." if info.get("type") == "AssertionError" else "")
+        raise CheckFailed(f"{fn}({describe}) raised {info.get('type')}, expected ValueError.{hint}")
+
+
+# --------------------------------------------------------------------------------------
+# Shape rules
+
+HEAD_WEIGHT_CASES = [(8, 8, 2), (8, 8, 1), (8, 8, 8), (6, 12, 4), (10, 6, 3), (5, 20, 5), (1, 1, 1)]
+
+
+@check("head_weight_shape.values", group="shape", hidden=False)
+def head_weight_shape_values(p: Probe) -> None:
+    """head_weight_shape(d, d_total, M) is (d, d_total / M) (SPEC: shape rule)."""
+    for d, d_total, h in HEAD_WEIGHT_CASES:
+        actual = p.student.call("head_weight_shape", d, d_total, h, group="shape")
+        expected = p.reference.call("head_weight_shape", d, d_total, h, group="shape")
+        p.observations.setdefault("head_weight_shape", []).append(((d, d_total, h), actual))
+        if isinstance(actual, list):
+            actual = tuple(actual)
+        expect_equal_values(actual=actual, expected=expected,
+                            what=f"head_weight_shape(d={d}, d_total={d_total}, num_heads={h})")
+
+
+@check("head_weight_shape.raises", group="shape", requires=["head_weight_shape.values"])
+def head_weight_shape_raises(p: Probe) -> None:
+    """Impossible head counts raise ValueError, not an assert (SPEC, item 1)."""
+    for args in [(8, 10, 3), (8, 8, 0), (0, 8, 2), (8, 6, 4)]:
+        expect_value_error(p, "head_weight_shape", "shape", args,
+                           "d={}, d_total={}, num_heads={}".format(*args))
+
+
+# --------------------------------------------------------------------------------------
+# Projections, split and concat
+
+@check("project.values", group="project", hidden=False)
+def project_values(p: Probe) -> None:
+    """project(H, W) = H @ W for any leading axes (SPEC: row-vector convention)."""
+    compare_cases(p, "project", "project", cases.project_cases(p.generator("project")))
+
+
+@check("project_heads.values", group="project")
+def project_heads_values(p: Probe) -> None:
+    """project_heads gives (batch, heads, n, p), head j from W_heads[j] only."""
+    compare_cases(p, "project_heads", "project",
+                  cases.project_heads_cases(p.generator("project_heads")))
+
+
+@check("split_heads.values", group="split", hidden=False)
+def split_heads_values(p: Probe) -> None:
+    """split_heads gives (batch, heads, n, p), head j owning columns [j*p, (j+1)*p)."""
+    compare_cases(p, "split_heads", "split", cases.split_cases(p.generator("split")))
+
+
+@check("split_heads.raises", group="split", requires=["split_heads.values"])
+def split_heads_raises(p: Probe) -> None:
+    """split_heads raises ValueError when the width is not divisible by num_heads."""
+    X = cases.randn(p.generator("split.raises"), 2, 3, 10)
+    expect_value_error(p, "split_heads", "split", (X, 3), "X (2, 3, 10), num_heads=3")
+
+
+@check("concat_heads.values", group="concat", hidden=False)
+def concat_heads_values(p: Probe) -> None:
+    """concat_heads is the inverse of split_heads: (batch, heads, n, p) -> (batch, n, heads*p)."""
+    compare_cases(p, "concat_heads", "concat", cases.concat_cases(p.generator("concat")))
+
+
+# --------------------------------------------------------------------------------------
+# Softmax and pooling
+
+@check("masked_softmax.values", group="softmax", hidden=False)
+def masked_softmax_values(p: Probe) -> None:
+    """masked_softmax without valid_lens is the softmax over the last (key) axis."""
+    compare_cases(p, "masked_softmax", "softmax",
+                  cases.softmax_cases(p.generator("softmax"), masked=False))
+
+
+@check("masked_softmax.masked", group="softmax")
+def masked_softmax_masked(p: Probe) -> None:
+    """Keys at positions >= valid length get weight 0; length 0 gives zeros, never NaN."""
+    compare_cases(p, "masked_softmax", "softmax",
+                  cases.softmax_cases(p.generator("softmax.masked"), masked=True))
+
+
+@check("attention_pool.values", group="pool", hidden=False)
+def attention_pool_values(p: Probe) -> None:
+    """attention_pool returns (softmax(Q Kᵀ / sqrt(p)) V, weights) for 3-D and 4-D inputs."""
+    compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool"), masked=False))
+
+
+@check("attention_pool.masked", group="pool")
+def attention_pool_masked(p: Probe) -> None:
+    """attention_pool honours valid_lens, broadcast over the head axis."""
+    compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool.masked"), masked=True))
+
+
+@check("functions.pure", group="api")
+def functions_pure(p: Probe) -> None:
+    """No function writes into its input tensors (SPEC, Conventions)."""
+    calls = p.observations.get("calls", {})
+    for fn, records in calls.items():
+        for case, result, _ in records:
+            if result.get("mutated"):
+                raise CheckFailed(f"{fn} changed its input tensor(s) in place on case "
+                                  f"'{case.name}' ({case.describe}); work on a copy "
+                                  "(masked_fill, not masked_fill_ or X[mask] = value)")
+    missing = [fn for fn in ("split_heads", "concat_heads", "masked_softmax", "attention_pool")
+               if not any("value" in r for _, r, _ in calls.get(fn, []))]
+    if missing:
+        raise CheckFailed("not graded until these functions run: " + ", ".join(missing))

@@ -1,0 +1,182 @@
+"""Checks of the MultiHeadAttention module: parameters, values with the reference's
+weights loaded, masks, gradients and dropout (SPEC, items 1 and 2)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..compare import CheckFailed, expect_close
+from ..sandbox.host import StudentError
+from . import Probe, cases, check
+from .functions import F64
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    d_model: int
+    num_heads: int
+    d_total: int | None = None
+    bias: bool = False
+    batch: int = 2
+    n_q: int = 4
+    n_k: int = 4
+
+    @property
+    def init(self) -> dict:
+        init = {"d_model": self.d_model, "num_heads": self.num_heads, "bias": self.bias}
+        if self.d_total is not None:
+            init["d_total"] = self.d_total
+        return init
+
+    def describe(self) -> str:
+        extra = f", d_total={self.d_total}" if self.d_total is not None else ""
+        return (f"MultiHeadAttention({self.d_model}, {self.num_heads}{extra}, bias={self.bias}), "
+                f"batch {self.batch}, n_q={self.n_q}, n_k={self.n_k}")
+
+
+CONFIGS = [Config("typical", 12, 3, bias=True, n_q=5, n_k=7), Config("one-head", 8, 1),
+           Config("head-dim-1", 6, 6, n_q=3, n_k=5), Config("d-total-ne-d-model", 8, 2, d_total=12,
+           bias=True, n_k=6), Config("batch-1", 8, 4, batch=1, n_q=6, n_k=3),
+           Config("no-bias-many-heads", 16, 8, n_q=2, n_k=9)]
+MASKED = [Config("masked", 12, 3, bias=True, batch=3, n_q=5, n_k=6),
+          Config("masked-one-head", 8, 1, batch=2, n_q=3, n_k=4),
+          Config("masked-d-total", 8, 4, d_total=16, batch=4, n_q=2, n_k=5)]
+
+
+def inputs(gen, c: Config, *, masked: str | None = None, grad: bool = False) -> dict:
+    run = {"queries": cases.randn(gen, c.batch, c.n_q, c.d_model),
+           "keys": cases.randn(gen, c.batch, c.n_k, c.d_model),
+           "values": cases.randn(gen, c.batch, c.n_k, c.d_model)}
+    if masked == "1-d":
+        run["valid_lens"] = cases.lens(gen, c.batch, c.n_k)
+    elif masked == "2-d":
+        run["valid_lens"] = cases.lens(gen, c.batch, c.n_k, n_q=c.n_q)
+    if grad:
+        run["grad"] = cases.randn(gen, c.batch, c.n_q, c.d_model)
+    return run
+
+
+def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropout=None):
+    """Build on both sides, load the reference's weights into the student's, run."""
+    init = dict(c.init) if dropout is None else dict(c.init, dropout=dropout)
+    seed = int(torch.randint(0, 2**31, (1,), generator=p.generator("weights" + c.name)))
+    ref = p.reference.mha({"init": init, "seed": seed, "want_state": True, "runs": runs},
+                          group=group)
+    try:
+        student = p.student.mha({"init": init, "seed": seed, "load": ref["state"],
+                                 "runs": runs}, group=group)
+    except StudentError as e:
+        raise StudentError(f"{c.describe()}: {e}", raised=e.raised) from None
+    p.observations.setdefault("mha", []).append((c, runs, student, ref))
+    return student, ref
+
+
+def compare_runs(c: Config, runs, student, ref, *, label: str, grads: bool = False) -> None:
+    for run, s, r in zip(runs, student["runs"], ref["runs"]):
+        lens = run.get("valid_lens")
+        what = f"forward of {c.describe()}" + (f", valid_lens {lens.tolist()}" if lens is not None else "")
+        expect_close(actual=s["out"], expected=r["out"], what=f"{what}: output", **F64)
+        if s["weights"] is None:
+            raise CheckFailed(f"{what}: self.attention_weights is not a tensor after forward")
+        expect_close(actual=s["weights"], expected=r["weights"],
+                     what=f"{what}: attention_weights", **F64)
+        if grads:
+            for name, expected in r["grads"].items():
+                actual = s["grads"].get(name)
+                if actual is None:
+                    raise CheckFailed(f"{what}: no gradient reached {name}")
+                expect_close(actual=actual, expected=expected, what=f"{what}: gradient of {name}",
+                             rtol=1e-8, atol=1e-10)
+
+
+@check("MultiHeadAttention.params", group="mha", hidden=False)
+def mha_params(p: Probe) -> None:
+    """W_q, W_k, W_v = Linear(d_model, d_total), W_o = Linear(d_total, d_model) (SPEC)."""
+    for c in (CONFIGS[0], CONFIGS[3], CONFIGS[1]):
+        ref = p.reference.mha({"init": c.init}, group="mha")
+        student = p.student.mha({"init": c.init}, group="mha")
+        p.observations.setdefault("params", []).append((c, student["params"], ref["params"]))
+        have = {q["name"]: tuple(q["shape"]) for q in student["params"]}
+        for q in ref["params"]:
+            if q["name"] not in have:
+                raise CheckFailed(f"{c.describe()}: the module has no parameter {q['name']} "
+                                  f"(shape {tuple(q['shape'])}); the contract asks for "
+                                  "W_q, W_k, W_v and W_o as torch.nn.Linear layers")
+            if have[q["name"]] != tuple(q["shape"]):
+                raise CheckFailed(f"{c.describe()}: {q['name']} has shape {have[q['name']]}, "
+                                  f"expected {tuple(q['shape'])} (nn.Linear stores "
+                                  "(out_features, in_features))")
+
+
+@check("MultiHeadAttention.raises", group="mha", requires=["MultiHeadAttention.params"])
+def mha_raises(p: Probe) -> None:
+    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (SPEC, item 1)."""
+    for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
+        p.student.require("MultiHeadAttention")
+        result = p.student.probe("mha_raises", "mha", init=init)
+        text = ", ".join(f"{k}={v}" for k, v in init.items())
+        if "raised" not in result:
+            raise CheckFailed(f"MultiHeadAttention({text}) was built; it must raise ValueError "
+                              "(the width is not divisible by the number of heads)")
+        if not result["raised"].get("value_error"):
+            raise CheckFailed(f"MultiHeadAttention({text}) raised {result['raised'].get('type')}, "
+                              "expected ValueError (not an assert)")
+
+
+@check("MultiHeadAttention.values", group="mha", hidden=False)
+def mha_values(p: Probe) -> None:
+    """With the reference's weights loaded, forward's output and attention_weights match."""
+    gen = p.generator("mha.values")
+    for c in CONFIGS:
+        runs = [inputs(gen, c)]
+        student, ref = run_both(p, c, runs)
+        compare_runs(c, runs, student, ref, label="values")
+
+
+@check("MultiHeadAttention.masked", group="mha")
+def mha_masked(p: Probe) -> None:
+    """valid_lens of shape (batch,) and (batch, n_q), lengths 0 and full included."""
+    gen = p.generator("mha.masked")
+    for c in MASKED:
+        runs = [inputs(gen, c, masked="1-d"), inputs(gen, c, masked="2-d")]
+        student, ref = run_both(p, c, runs)
+        compare_runs(c, runs, student, ref, label="masked")
+
+
+@check("MultiHeadAttention.grads", group="mha")
+def mha_grads(p: Probe) -> None:
+    """Backward gives the reference's gradients for the inputs and every parameter."""
+    gen = p.generator("mha.grads")
+    for c in (CONFIGS[0], CONFIGS[3], MASKED[0]):
+        runs = [inputs(gen, c, masked="1-d" if c.name.startswith("masked") else None, grad=True)]
+        student, ref = run_both(p, c, runs)
+        compare_runs(c, runs, student, ref, label="grads", grads=True)
+
+
+@check("MultiHeadAttention.dropout", group="mha", requires=["MultiHeadAttention.values"])
+def mha_dropout(p: Probe) -> None:
+    """Dropout acts in training mode only: in eval mode the output is the reference's."""
+    gen = p.generator("mha.dropout")
+    c = CONFIGS[0]
+    runs = [inputs(gen, c), inputs(gen, c)]
+    runs[1] = dict(runs[0])
+    student, ref = run_both(p, c, runs, dropout=0.5)
+    compare_runs(c, runs, student, ref, label="dropout")
+    train = [dict(inputs(gen, c), train=True, seed=1)]
+    student, _ = run_both(p, c, train, dropout=0.5)
+    _, eval_ref = run_both(p, c, [dict(train[0], train=False)], dropout=0.5)
+    if torch.allclose(student["runs"][0]["out"], eval_ref["runs"][0]["out"], rtol=0, atol=1e-12):
+        raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode gave the eval-mode "
+                          "output: dropout on the attention weights never acts")
+
+
+@check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"])
+def mha_own_parts(p: Probe) -> None:
+    """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""
+    hits = sorted(p.observations.get("forbidden", set()))
+    if hits:
+        raise CheckFailed("the submission called built-in attention the assignment forbids ("
+                          + ", ".join(hits) + "); build the module from your own projection, "
+                          "split, pooling and concat. This costs the module's points.")

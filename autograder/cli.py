@@ -1,0 +1,68 @@
+"""Command line: grade | batch | demo | checks. Exit 0: grading ran; 2: usage error; 1: grader failed."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+EXIT_OK, EXIT_GRADER, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m autograder", description="Grade multi-head attention submissions.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    g = sub.add_parser("grade", help="grade one submission (.py, .ipynb, or a folder holding one)")
+    g.add_argument("submission")
+    g.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text")
+    g.add_argument("--output", help="write the report to this file instead of stdout")
+    _common(g)
+    g.add_argument("--public-only", action="store_true", help="run only the checks students may see")
+    b = sub.add_parser("batch", help="grade every submission below DIR")
+    b.add_argument("dir")
+    b.add_argument("--output", required=True, help="folder for one result per submission")
+    _common(b)
+    d = sub.add_parser("demo", help="grade the bundled example submissions")
+    _common(d)
+    sub.add_parser("checks", help="list every check with its group, points and purpose")
+    return parser
+
+
+def _common(p) -> None:
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--seed", type=int, help="replay the inputs of an earlier run")
+    p.add_argument("--rubric", help="a rubric TOML file (default: autograder/rubric.toml)")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from . import commands
+    try:
+        return commands.COMMANDS[args.command](args)
+    except commands.UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except commands.GraderFailure as e:
+        print(f"the grader failed: {e}", file=sys.stderr)
+        return EXIT_GRADER
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write the whole file or nothing: a temporary file, then os.replace."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,68 @@
+"""What each command does, on top of the API. No grading logic here."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import api, integrity, scoring, submission
+from .cli import EXIT_OK, write_atomic
+from .sandbox.host import GraderError
+from .writers import WRITERS
+
+
+class UsageError(Exception):
+    pass
+
+
+class GraderFailure(Exception):
+    pass
+
+
+def _grader(args, **extra) -> api.Grader:
+    try:
+        return api.Grader(rubric=args.rubric, device=args.device, seed=args.seed, **extra)
+    except scoring.RubricError as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def grade(args) -> int:
+    if not Path(args.submission).exists():
+        raise UsageError(f"{args.submission}: no such file or folder")
+    grader = _grader(args, public_only=args.public_only)
+    try:
+        with integrity.guard():
+            report = grader.grade(args.submission)
+    except submission.LoadError as e:
+        raise UsageError(str(e)) from None
+    except (GraderError, integrity.TamperedError) as e:
+        raise GraderFailure(str(e)) from None
+    finally:
+        grader.close()
+    text = WRITERS[args.format](report)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def batch(args) -> int:
+    raise UsageError("batch is not implemented yet")
+
+
+def demo(args) -> int:
+    raise UsageError("demo is not implemented yet")
+
+
+def list_checks(args) -> int:
+    from . import checks
+    rubric = scoring.load_rubric()
+    for c in checks.load_all().values():
+        flag = "public" if not c.hidden else "hidden"
+        print(f"{c.name:<32} {c.group:<8} {rubric.points.get(c.name, 0):>5g}  {flag}  {c.doc.splitlines()[0] if c.doc else ''}")
+    return EXIT_OK
+
+
+COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks}

@@ -1,0 +1,81 @@
+"""The grader's data: checks, their results, diagnoses and the report. Plain frozen data."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+class Status(str, enum.Enum):
+    """Outcome of one check; always one of the four words of the SPEC."""
+
+    PASSED = "passed"
+    FAILED = "failed"    #: the submission ran and gave a wrong answer
+    ERROR = "error"      #: the submission raised, timed out, crashed, or lacks the name
+    SKIPPED = "skipped"  #: the grader could not run it here (e.g. no CUDA), decided by the grader
+
+
+@dataclass(frozen=True)
+class Check:
+    """One graded property of a submission, declared with ``@check``."""
+
+    name: str                      #: "<api>.<property>", e.g. "split_heads.values"
+    group: str                     #: the SPEC part: shape project split concat softmax pool mha heads cost device
+    points: float                  #: default points; the rubric may change them
+    body: Callable = field(repr=False, compare=False)
+    hidden: bool = True            #: False: students may see it (``--public-only`` runs only these)
+    needs: frozenset = frozenset()  #: {"cuda"}: skipped, with the reason, where the grader has none
+    requires: tuple = ()           #: checks that must pass first, else this one fails unearned
+    doc: str = ""                  #: what it checks, from the docstring (cites the SPEC)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    group: str
+    status: Status
+    score: float
+    max_score: float
+    feedback: str = ""
+    hidden: bool = True
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A recognised mistake, by its TAXONOMY code."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the writers need; scores are derived, never stored twice."""
+
+    submission: str
+    results: tuple[CheckResult, ...]
+    diagnoses: tuple[Diagnosis, ...] = ()
+    seed: int = 0
+    notes: tuple[str, ...] = ()    #: grader-level remarks: load problems, reduced isolation, rescaling
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(r.max_score for r in self.results), 4)
+
+    @property
+    def score(self) -> float:
+        return round(sum(r.score for r in self.results), 4)
+
+    def to_dict(self) -> dict:
+        """The SPEC's JSON object (plus the compatible extras ``seed`` and ``notes``)."""
+        return {
+            "score": self.score,
+            "max_score": self.max_score,
+            "checks": [{"name": r.name, "group": r.group, "score": round(r.score, 4),
+                        "max_score": round(r.max_score, 4), "status": r.status.value,
+                        "feedback": r.feedback} for r in self.results],
+            "diagnoses": [{"code": d.code, "message": d.message} for d in self.diagnoses],
+            "submission": self.submission,
+            "seed": self.seed,
+            "notes": list(self.notes),
+        }
