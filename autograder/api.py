@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import os
 import secrets
+import threading
 from pathlib import Path
 
 import torch
@@ -37,6 +38,9 @@ class Grader:
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]
         self._zygote: Zygote | None = None
         self._reference_cache: dict = {}
+        # The reference seeds torch's global RNG (probes.build): threads sharing this Grader
+        # (autograder.batch) must not interleave there, or the reference values would change.
+        self._reference_lock = threading.Lock()
 
     @property
     def zygote(self) -> Zygote:
@@ -95,10 +99,12 @@ class Grader:
 
         def reference(name, group, kwargs):
             key = (self.seed, observations.get("current"), name, _fingerprint(kwargs))
-            if key not in self._reference_cache:
-                import solutions
-                self._reference_cache[key] = probes.PROBES[name](solutions, **copy.deepcopy(kwargs))
-            return self._reference_cache[key]
+            with self._reference_lock:
+                if key not in self._reference_cache:
+                    import solutions
+                    self._reference_cache[key] = probes.PROBES[name](solutions,
+                                                                     **copy.deepcopy(kwargs))
+                return self._reference_cache[key]
 
         names = None if sandbox is None else sandbox.names
         return registry.Probe(student=registry.Side(student, names),
