@@ -47,10 +47,12 @@ def _pairs(actual, expected, what):
 def expect_value_error(p: Probe, fn: str, group: str, args: tuple, describe: str) -> None:
     result = p.student.attempt(fn, *args, group=group)
     if "raised" not in result:
+        p.observations.setdefault("no_valueerror", []).append((fn, None))
         raise CheckFailed(f"{fn}({describe}) returned normally; it must raise ValueError "
                           "(the head count does not divide the width)")
     info = result["raised"]
     if not info.get("value_error"):
+        p.observations.setdefault("no_valueerror", []).append((fn, info.get("type")))
         hint = (" An assert is no validation: it raises AssertionError, and nothing at all "
                 "under python -O." if info.get("type") == "AssertionError" else "")
         raise CheckFailed(f"{fn}({describe}) raised {info.get('type')}, expected ValueError.{hint}")

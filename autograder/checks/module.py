@@ -117,6 +117,8 @@ def mha_raises(p: Probe) -> None:
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)
         text = ", ".join(f"{k}={v}" for k, v in init.items())
+        if "raised" not in result or not result["raised"].get("value_error"):
+            p.observations.setdefault("no_valueerror", []).append(("MultiHeadAttention", text))
         if "raised" not in result:
             raise CheckFailed(f"MultiHeadAttention({text}) was built; it must raise ValueError "
                               "(the width is not divisible by the number of heads)")
@@ -163,6 +165,11 @@ def mha_dropout(p: Probe) -> None:
     runs = [inputs(gen, c), inputs(gen, c)]
     runs[1] = dict(runs[0])
     student, ref = run_both(p, c, runs, dropout=0.5)
+    first, second = (r["out"] for r in student["runs"])
+    if first.shape == second.shape and not torch.equal(first, second):
+        p.observations["eval_nondeterministic"] = True
+        raise CheckFailed(f"{c.describe()} with dropout=0.5: two eval-mode forwards on the same "
+                          "inputs differ, so dropout still acts after model.eval()")
     compare_runs(c, runs, student, ref, label="dropout")
     train = [dict(inputs(gen, c), train=True, seed=1)]
     student, _ = run_both(p, c, train, dropout=0.5)

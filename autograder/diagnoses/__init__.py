@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..model import Diagnosis
+from ..sandbox.host import StudentError
 
 DIAGNOSES: list = []
 
@@ -14,11 +15,14 @@ def diagnosis(code: str):
 
 
 def diagnose(probe, results) -> list[Diagnosis]:
-    from . import values  # noqa: F401  (registers)
+    from . import structure, values  # noqa: F401  (registers)
     by_name = {r.name: r for r in results}
     found = []
     for code, fn in DIAGNOSES:
-        message = fn(probe, by_name)
+        try:
+            message = fn(probe, by_name)
+        except StudentError:
+            message = None
         if message:
             found.append(Diagnosis(code, message))
     return found

@@ -1,1 +1,246 @@
+"""Diagnoses of value mistakes: the submission behaves like a mistake of mutants.py.
 
+Each is decided on the inputs the checks already ran (``probe.observations``), both at
+the level of the function and of the module's forward, since a mistake can live in
+forward's own code while the standalone function is right (or the other way round).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ..sandbox.probes import _prepare
+from . import diagnosis
+from . import mutants as m
+
+
+def _close(a, b) -> bool:
+    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a.to(torch.float64), b.to(torch.float64), rtol=1e-6, atol=1e-8,
+                               equal_nan=True))
+
+
+def _same(a, b) -> bool:
+    if isinstance(b, tuple):
+        return isinstance(a, tuple) and len(a) == len(b) and all(map(_same, a, b))
+    return _close(a, b)
+
+
+def behaves_like(records, mistake) -> bool:
+    """True if, on every case where the mistake differs from the reference, the student
+    does what the mistake does (raises where it raises, same values where it returns),
+    and there is at least one such case."""
+    telling = 0
+    for case, result, expected in records:
+        args = [_prepare(a) for a in case.args]
+        try:
+            predicted = mistake(*args)
+        except Exception:
+            if "raised" not in result:
+                return False
+            telling += 1
+            continue
+        if _same(predicted, expected):
+            continue
+        telling += 1
+        if "raised" in result or not _same(result.get("value"), predicted):
+            return False
+    return telling > 0
+
+
+def calls(probe, fn):
+    return probe.observations.get("calls", {}).get(fn, [])
+
+
+def forward_behaves_like(probe, **mistake) -> bool:
+    """The module's forward matches simulate(..., **mistake) wherever that differs."""
+    telling = 0
+    for config, runs, student, ref in probe.observations.get("mha", []):
+        state = ref.get("state")
+        if state is None:
+            continue
+        for run, s, r in zip(runs, student["runs"], ref["runs"]):
+            if run.get("train"):
+                continue
+            try:
+                out, _ = m.simulate(state, config.num_heads, run, **mistake)
+            except Exception:
+                continue            # a mistake that cannot run gives no evidence either way
+            if _close(out, r["out"]):
+                continue
+            telling += 1
+            if not _close(s["out"], out):
+                return False
+    return telling > 0
+
+
+def function_or_forward(fn, mistake, **module_mistake):
+    def decide(probe, results):
+        return behaves_like(calls(probe, fn), mistake) or \
+            (bool(module_mistake) and forward_behaves_like(probe, **module_mistake))
+    return decide
+
+
+def register(code, message, decide):
+    diagnosis(code)(lambda probe, results: message if decide(probe, results) else None)
+
+
+# ---- head layout ---------------------------------------------------------------------
+
+register("split.no-transpose",
+         "split_heads reshapes (batch, n, heads*p) straight to (batch, heads, n, p), so 'head j' "
+         "is a run of the flattened (position, feature) sequence, not column block j of every "
+         "position. Reshape to (batch, n, heads, p) first, then transpose(1, 2).",
+         function_or_forward("split_heads", m.split_no_transpose, split=m.split_no_transpose))
+register("split.wrong-head-order",
+         "split_heads factors the feature axis as (p, heads) instead of (heads, p): head j gets "
+         "the strided columns j, j+heads, … instead of the block [j*p, (j+1)*p). Reshape to "
+         "(batch, n, heads, p), not (batch, n, p, heads).",
+         function_or_forward("split_heads", m.split_wrong_order, split=m.split_wrong_order))
+register("concat.no-transpose",
+         "concat_heads reshapes (batch, heads, n, p) straight to (batch, n, heads*p) without moving "
+         "the head axis back, which mixes positions and heads. Transpose(1, 2) first, then reshape.",
+         function_or_forward("concat_heads", m.concat_no_transpose, concat=m.concat_no_transpose))
+
+
+def _view_noncontiguous(probe, results):
+    records = calls(probe, "concat_heads")
+    raised = [r for _, r, _ in records if "raised" in r]
+    return bool(raised) and behaves_like(records, m.concat_view)
+
+
+register("concat.view-noncontiguous",
+         "concat_heads calls .view() on the transposed tensor, whose memory is not contiguous, so it "
+         "raises whenever heads > 1 and n > 1. Use .reshape(...) (or .contiguous().view(...)).",
+         _view_noncontiguous)
+
+# ---- projections and the module ---------------------------------------------------------
+
+register("proj.heads-no-permute",
+         "project_heads multiplies by all heads at once as one (d, heads*p) matrix and reshapes the "
+         "(batch, n, heads*p) result straight to (batch, heads, n, p), mixing positions and heads. "
+         "Reshape to (batch, n, heads, p) and transpose, or broadcast H.unsqueeze(1) @ W_heads.",
+         function_or_forward("project_heads", m.project_heads_no_permute))
+register("proj.transposed-weight",
+         "forward multiplies by nn.Linear's weight as if it were the row-vector (d, p) matrix; "
+         "nn.Linear stores (out_features, in_features), so the row-vector matrix is weight.T "
+         "(or just call the layer: self.W_q(X)).",
+         lambda p, r: forward_behaves_like(p, proj="transposed-weight"))
+register("proj.ignores-bias",
+         "the projections are done by hand with .weight and the biases are never added, so the "
+         "output is wrong whenever bias=True. Add the bias, or call the layer: self.W_q(X).",
+         lambda p, r: forward_behaves_like(p, proj="ignores-bias"))
+register("module.self-attention-only",
+         "forward projects the queries for the keys and values too, as if it were always "
+         "self-attention. Use W_k on keys and W_v on values.",
+         lambda p, r: forward_behaves_like(p, kv="self"))
+register("module.missing-out-proj",
+         "forward returns the concatenated heads without applying the output projection W_o. "
+         "Return self.W_o(concat_heads(...)).",
+         lambda p, r: forward_behaves_like(p, out_proj=False))
+
+
+def _dropout_in_eval(probe, results):
+    return bool(probe.observations.get("eval_nondeterministic"))
+
+
+register("module.dropout-in-eval",
+         "attention dropout stays active after model.eval(): two eval-mode forwards on the same "
+         "inputs differ. Use self.dropout = nn.Dropout(p) (it follows train/eval), or pass "
+         "training=self.training to F.dropout.", _dropout_in_eval)
+
+# ---- pooling ----------------------------------------------------------------------------
+
+register("pool.no-scale",
+         "the scores are Q Kᵀ without the 1/sqrt(p) scaling, so the weights are too peaked. "
+         "Divide the scores by math.sqrt(p), p the head dimension Q.shape[-1].",
+         function_or_forward("attention_pool", functools.partial(m.pool, scale=1.0), scale=1.0))
+
+
+def _scale_d_model(probe, results):
+    if behaves_like(calls(probe, "attention_pool"), functools.partial(m.pool, scale=1.0)):
+        return False
+    return forward_behaves_like(probe, scale="d_model") or forward_behaves_like(probe, scale="d_total")
+
+
+register("pool.scale-d-model",
+         "forward scales the scores by 1/sqrt(d_model) (the full width) instead of 1/sqrt(p), the "
+         "head dimension d_total/num_heads, so the weights are too flat. Scale by the per-head width.",
+         _scale_d_model)
+register("pool.softmax-wrong-axis",
+         "the softmax normalises over the query axis (dim=-2) instead of the key axis, so the "
+         "weight rows do not sum to 1. Use softmax(..., dim=-1).",
+         lambda p, r: behaves_like(calls(p, "masked_softmax"),
+                                   functools.partial(m.softmax, dim=-2))
+         or behaves_like(calls(p, "attention_pool"), functools.partial(m.pool, dim=-2))
+         or forward_behaves_like(p, dim=-2))
+register("pool.transpose-wrong-axes",
+         "K is transposed with fixed axes (e.g. K.transpose(1, 2), the 3-D idiom) which is wrong "
+         "for 4-D per-head tensors. Transpose the last two axes: K.transpose(-2, -1).",
+         function_or_forward("attention_pool", functools.partial(m.pool, transpose=(1, 2))))
+
+# ---- masking ----------------------------------------------------------------------------
+
+MASK_MESSAGES = {
+    "wrong-axis": "the length mask is laid along the query axis (rows i >= len blanked) instead "
+                  "of the key axis: keys at positions >= valid length must get weight 0.",
+    "ignores-valid-lens": "valid_lens is accepted but never takes effect: the masked results equal "
+                          "the unmasked ones. Pass valid_lens on to the softmax and mask the keys.",
+    "zero-len-nan": "rows with valid length 0 come out NaN: a -inf fill makes softmax 0/0 there. "
+                    "Fill with torch.finfo(dtype).min and zero the masked weights afterwards.",
+    "zero-len-uniform": "rows with valid length 0 get uniform weights 1/n_k (a large finite fill "
+                        "and nothing else); the SPEC wants all-zero weights and output there. "
+                        "Zero the masked weights after the softmax.",
+    "after-softmax": "the softmax runs over all keys and the masked weights are zeroed afterwards "
+                     "without renormalising, so partial rows sum to less than 1. Mask the scores "
+                     "before the softmax.",
+    "repeat-not-interleave": "the lengths are expanded with .repeat (l0, l1, l0, l1, …) where "
+                             "each example's length must cover its own rows (l0, l0, …, l1, l1, …): "
+                             "masks land on other examples. Use repeat_interleave, or broadcast "
+                             "valid_lens[:, None, None, None].",
+}
+
+
+def _mask_decider(mistake):
+    def decide(probe, results):
+        return (behaves_like(calls(probe, "masked_softmax"),
+                             functools.partial(m.softmax, mistake=mistake))
+                or behaves_like(calls(probe, "attention_pool"),
+                                functools.partial(m.pool, mask=mistake))
+                or forward_behaves_like(probe, mask=mistake))
+    return decide
+
+
+for _name, _message in MASK_MESSAGES.items():
+    register(f"mask.{_name}", _message, _mask_decider(_name))
+
+# ---- shapes and API rules ------------------------------------------------------------------
+
+
+def _full_width(probe, results):
+    seen = probe.observations.get("head_weight_shape", [])
+    telling = [(args, out) for args, out in seen if args[2] > 1]
+    return bool(telling) and all(tuple(out) == (args[0], args[1]) if isinstance(out, (tuple, list))
+                                 else False for args, out in telling)
+
+
+register("shape.head-weight-full-width",
+         "head_weight_shape returns a full-width head (d, d_total); each of the num_heads heads "
+         "gets only d_total // num_heads columns.", _full_width)
+register("shape.no-valueerror",
+         "an impossible head count is not reported with ValueError (an assert raises AssertionError, "
+         "and nothing at all under python -O). Raise ValueError with a clear message.",
+         lambda p, r: bool(p.observations.get("no_valueerror")))
+
+
+def _mutates(probe, results):
+    return any(r.get("mutated") for records in probe.observations.get("calls", {}).values()
+               for _, r, _ in records)
+
+
+register("api.mutates-input",
+         "a function writes into its input tensor in place (e.g. scores.masked_fill_ or "
+         "X[mask] = value on the caller's scores), so the caller's data changes. Work on a copy: "
+         "masked_fill (no underscore) returns a new tensor.", _mutates)

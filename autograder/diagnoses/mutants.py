@@ -1,0 +1,118 @@
+"""The mistakes of the TAXONOMY, written out in torch.
+
+A diagnosis fires when the submission behaves like one of these (and not like the
+reference) on the inputs the checks already used: same values where the mistake
+returns, an exception where the mistake raises. Each function mirrors the API function
+it replaces, or is a switch of ``simulate``, a functional forward of the module.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+LOWEST = torch.finfo(torch.float64).min
+
+
+# ---- masked softmax variants --------------------------------------------------------
+
+def _lens(scores, valid_lens):
+    """valid_lens shaped to broadcast against scores' (batch, ..., n_q, 1)."""
+    if valid_lens.dim() == 1:
+        return valid_lens.reshape(-1, *(1,) * (scores.dim() - 1))
+    return valid_lens.reshape(-1, *(1,) * (scores.dim() - 3), scores.shape[-2], 1)
+
+
+def key_mask(scores, valid_lens):
+    return torch.arange(scores.shape[-1]) < _lens(scores, valid_lens)
+
+
+def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
+    if valid_lens is None:
+        return torch.softmax(scores, dim=dim)
+    keep = key_mask(scores, valid_lens)
+    if mistake == "wrong-axis":
+        keep = (torch.arange(scores.shape[-2]).unsqueeze(-1) < _lens(scores, valid_lens))
+        keep = keep.expand(scores.shape)
+    elif mistake == "repeat-not-interleave":
+        shape = scores.shape
+        if valid_lens.dim() == 1:
+            lens = valid_lens.repeat(math.prod(shape[1:-1])).reshape(*shape[:-1], 1)
+        else:
+            lens = valid_lens.repeat(math.prod(shape[1:-2]), 1).reshape(*shape[:-1], 1)
+        keep = torch.arange(shape[-1]) < lens
+    if mistake == "ignores-valid-lens":
+        return torch.softmax(scores, dim=dim)
+    if mistake == "zero-len-nan":
+        return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=dim)
+    if mistake == "zero-len-uniform":
+        return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim)
+    if mistake == "after-softmax":
+        return torch.softmax(scores, dim=dim).masked_fill(~keep, 0.0)
+    return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim).masked_fill(~keep, 0.0)
+
+
+def pool(Q, K, V, valid_lens=None, *, scale=None, mask=None, dim=-1, transpose=(-2, -1)):
+    p = Q.shape[-1]
+    scores = Q @ K.transpose(*transpose) / (math.sqrt(p) if scale is None else scale)
+    weights = softmax(scores, valid_lens, mistake=mask, dim=dim)
+    return weights @ V, weights
+
+
+# ---- layout variants ----------------------------------------------------------------
+
+def split_no_transpose(X, h):
+    return X.reshape(*X.shape[:-2], h, X.shape[-2], X.shape[-1] // h)
+
+
+def split_wrong_order(X, h):
+    return X.reshape(*X.shape[:-1], X.shape[-1] // h, h).movedim(-1, -3)
+
+
+def split_ok(X, h):
+    return X.reshape(*X.shape[:-1], h, X.shape[-1] // h).transpose(-3, -2)
+
+
+def concat_no_transpose(X):
+    h, n, p = X.shape[-3:]
+    return X.reshape(*X.shape[:-3], n, h * p)
+
+
+def concat_view(X):
+    h, n, p = X.shape[-3:]
+    return X.transpose(-3, -2).view(*X.shape[:-3], n, h * p)
+
+
+def concat_ok(X):
+    h, n, p = X.shape[-3:]
+    return X.transpose(-3, -2).reshape(*X.shape[:-3], n, h * p)
+
+
+def project_heads_no_permute(H, W_heads):
+    h, d, p = W_heads.shape
+    fused = H @ W_heads.permute(1, 0, 2).reshape(d, h * p)
+    return fused.reshape(*H.shape[:-2], h, H.shape[-2], p)
+
+
+# ---- the module, with switches -------------------------------------------------------
+
+def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=concat_ok,
+             proj="ok", kv="ok", out_proj=True, scale=None, mask=None, dim=-1):
+    """Forward of the contract's module from the reference's weights, with one mistake."""
+    def linear(x, role):
+        W, b = state[f"{role}.weight"], state.get(f"{role}.bias")
+        if proj == "transposed-weight":
+            y = x @ W
+        else:
+            y = x @ W.T
+        return y if b is None or proj == "ignores-bias" else y + b
+
+    q_in = run["queries"]
+    k_in = q_in if kv == "self" else run["keys"]
+    v_in = q_in if kv == "self" else run["values"]
+    Q, K, V = (split(linear(x, r), num_heads) for x, r in ((q_in, "W_q"), (k_in, "W_k"), (v_in, "W_v")))
+    d_model, d_total = q_in.shape[-1], state["W_q.weight"].shape[0]
+    scale = {"d_model": math.sqrt(d_model), "d_total": math.sqrt(d_total)}.get(scale, scale)
+    out, weights = pool(Q, K, V, run.get("valid_lens"), scale=scale, mask=mask, dim=dim)
+    heads = concat(out)
+    return (linear(heads, "W_o") if out_proj else heads), weights
