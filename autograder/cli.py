@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="grade the bundled example submissions")
     _common(d)
     sub.add_parser("checks", help="list every check with its group, points and purpose")
+    k = sub.add_parser("package", help="build the Gradescope autograder zip or the GitHub "
+                       "Classroom template repository")
+    k.add_argument("target", choices=("gradescope", "classroom"))
+    k.add_argument("--output", required=True, help="gradescope: the zip to write; classroom: "
+                   "a new folder for the template")
+    k.add_argument("--rubric", help="a rubric TOML file (default: autograder/rubric.toml)")
     return parser
 
 

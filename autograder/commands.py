@@ -65,4 +65,22 @@ def list_checks(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks}
+def package(args) -> int:
+    from . import package as bundles
+    try:
+        built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
+    except bundles.PackageError as e:
+        raise UsageError(str(e)) from None
+    if args.target == "gradescope":
+        print(f"wrote {built['path']} ({len(built['files'])} files). Upload it on Gradescope's "
+              f"'Configure Autograder' page and set the assignment's autograder points to "
+              f"{built['max_score']:g}.")
+    else:
+        print(f"wrote the template repository {built['path']}: public tests worth "
+              f"{built['max_score']:g} points. Push it to a repository marked as a template "
+              "and pick it as the assignment's starter code in GitHub Classroom.")
+    return EXIT_OK
+
+
+COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks,
+            "package": package}

@@ -1,8 +1,18 @@
-"""The SPEC's JSON result."""
+"""The SPEC's JSON result, every string passed through ``clean``."""
 from __future__ import annotations
 
 import json
 
+from .clean import clean
+
 
 def render(report) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=True) + "\n"
+    return json.dumps(_cleaned(report.to_dict()), indent=2, ensure_ascii=True) + "\n"
+
+
+def _cleaned(value):
+    if isinstance(value, dict):
+        return {clean(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return clean(value) if isinstance(value, str) else value

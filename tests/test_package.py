@@ -1,0 +1,296 @@
+"""The CI bundles: Gradescope's autograder zip and the GitHub Classroom template, run locally.
+
+Gradescope: the zip is unpacked into a temporary ``/autograder``-like root
+(``AUTOGRADER_ROOT``), ``run_autograder`` grades a correct and a buggy submission, and
+``results.json`` must follow Gradescope's fields and equal what
+``python -m autograder grade --format gradescope`` says about the same files.
+Classroom: the template's own grading command (read from its workflow) runs on a correct
+and a buggy ``mha.py``; the points it hands the reporter are checked, and the template
+must hold no hidden check and no solution.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import package
+from gradescope_spec import problems
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "mha.py"
+SEED = "20240607"
+#: the classic mistake: reshape straight to (batch, heads, n, p), with no transpose
+BUG = '''
+
+def split_heads(X, num_heads):          # buggy override: head j gets rows, not columns
+    batch, n, width = X.shape
+    return X.reshape(batch, num_heads, n, width // num_heads)
+'''
+
+pytestmark = pytest.mark.slow
+
+
+def autograder(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def buggy_source() -> str:
+    return SOLUTION.read_text(encoding="utf-8") + BUG
+
+
+# --- Gradescope ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """The zip, built by the command instructors run."""
+    target = tmp_path_factory.mktemp("bundle") / "autograder.zip"
+    done = autograder("package", "gradescope", "--output", str(target))
+    assert done.returncode == 0, done.stderr
+    assert "autograder points to" in done.stdout
+    return target
+
+
+def install(bundle: Path, root: Path) -> None:
+    """Do what Gradescope does with the zip: unpack it into ROOT/source, keeping modes."""
+    with zipfile.ZipFile(bundle) as archive:
+        for info in archive.infolist():
+            path = Path(archive.extract(info, root / "source"))
+            mode = info.external_attr >> 16
+            if mode:
+                path.chmod(stat.S_IMODE(mode))
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "results").mkdir()
+
+
+def run_autograder(root: Path) -> dict:
+    env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable,
+               AUTOGRADER_SEED=SEED)
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def graded(bundle, tmp_path_factory) -> dict:
+    """{kind: (results.json from run_autograder, results from `grade --format gradescope`)}."""
+    out = {}
+    placements = {"correct": ("mha.py", SOLUTION.read_text(encoding="utf-8")),
+                  "buggy": ("my work/hw3/mha.py", buggy_source())}    # "wherever they put it"
+    for kind, (where, source) in placements.items():
+        root = tmp_path_factory.mktemp(f"autograder-{kind}")
+        install(bundle, root)
+        submitted = root / "submission" / where
+        submitted.parent.mkdir(parents=True)
+        submitted.write_text(source, encoding="utf-8")
+        (root / "submission" / "notes.txt").write_text("not code")
+        # The same command on the same files, run from the bundle's copy of the project (the
+        # same sources as this checkout, and steady while the checkout is being edited).
+        direct = autograder("grade", str(submitted), "--format", "gradescope", "--seed", SEED,
+                            cwd=root / "source")
+        assert direct.returncode == 0, direct.stderr
+        out[kind] = (run_autograder(root), json.loads(direct.stdout))
+    return out
+
+
+def test_zip_layout(bundle):
+    """Are setup.sh and run_autograder at the root, executable, with the grader and pinned deps?"""
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        modes = {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in archive.infolist()}
+        requirements = archive.read("requirements.txt").decode()
+    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/__main__.py",
+            "autograder/rubric.toml", "solutions/mha.py"} <= names
+    assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
+    assert not any(n.startswith(("tests/", "assignments/", "/")) or "__pycache__" in n or ".." in n
+                   for n in names)
+    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+    assert any(re.fullmatch(r"torch==\d+\.\d+(\.\d+)?", p) for p in pins)
+    assert all("==" in p or "python_version" in p for p in pins)
+
+
+def test_scripts_are_valid_bash():
+    """Do setup.sh and run_autograder parse as bash, and does setup.sh use the CPU wheel index?"""
+    for name in package.SCRIPTS:
+        done = subprocess.run(["bash", "-n", str(package.GRADESCOPE / name)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+    assert "download.pytorch.org/whl/cpu" in (package.GRADESCOPE / "setup.sh").read_text()
+
+
+@pytest.mark.parametrize("kind", ["correct", "buggy"])
+def test_run_autograder_matches_grade(graded, kind):
+    """Does run_autograder's results.json follow the spec and equal `grade --format gradescope`?"""
+    bundled, direct = graded[kind]
+    assert problems(bundled) == []
+
+    def outcomes(results):
+        return [(t["name"], t["score"], t["max_score"], t.get("status"), t["visibility"])
+                for t in results["tests"]]
+    assert bundled["score"] == direct["score"]
+    assert outcomes(bundled) == outcomes(direct)
+    assert bundled["extra_data"]["seed"] == int(SEED)
+
+
+def test_correct_submission_gets_full_marks(graded):
+    """Does the reference, uploaded as mha.py, get every point?"""
+    results, _ = graded["correct"]
+    checks = [t for t in results["tests"] if t["max_score"] > 0]
+    assert results["score"] == pytest.approx(sum(t["max_score"] for t in checks), abs=1e-2)
+    assert results["score"] > 0
+    assert all(t["status"] == "passed" for t in checks)
+
+
+def test_buggy_submission_loses_points_in_the_right_places(graded):
+    """Is the split bug, in a nested folder, found, and are hidden details kept for publication?"""
+    results, _ = graded["buggy"]
+    tests = {t["name"]: t for t in results["tests"]}
+    total = sum(t["max_score"] for t in results["tests"])
+    assert 0 < results["score"] < total
+    assert tests["split_heads.values"]["status"] == "failed"
+    assert tests["split_heads.values"]["visibility"] == "visible"          # a public check
+    assert tests["head_weight_shape.values"]["status"] == "passed"
+    hidden_failed = [t for t in results["tests"] if t.get("status") == "failed"
+                     and t["visibility"] != "visible"]
+    assert hidden_failed, "the bug should also fail hidden checks"
+    for t in hidden_failed:
+        assert t["visibility"] == "after_published" and t["output"] not in results["output"]
+
+
+def test_unusable_upload_still_gets_results(bundle, tmp_path):
+    """With no .py or .ipynb in the upload, is there still a results.json saying what to do?"""
+    install(bundle, tmp_path)
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "answer.txt").write_text("I wrote it in a text file")
+    results = run_autograder(tmp_path)
+    assert problems(results) == []
+    assert results["score"] == 0 and "mha.py" in results["output"]
+    assert all(t["visibility"] == "hidden" for t in results["tests"])
+
+
+# --- GitHub Classroom ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("classroom") / "mha-template"
+    done = autograder("package", "classroom", "--output", str(target))
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def grading_command(template: Path) -> tuple[str, str]:
+    """(step id, run command) of the workflow's grading step, and check the reporter reads it."""
+    workflow = (template / ".github" / "workflows" / "classroom.yml").read_text()
+    step = re.search(r"id: (\S+)\n\s+run: (.+)\n", workflow)
+    assert step, "no grading step with an id and a run command"
+    runner, command = step.groups()
+    assert f"runners: {runner}" in workflow
+    assert f'{runner.upper()}_RESULTS: "${{{{ steps.{runner}.outputs.result }}}}"' in workflow
+    assert "uses: classroom-resources/autograding-grading-reporter@v1" in workflow
+    return runner, command
+
+
+def run_classroom(template: Path, source: str, tmp_path: Path) -> dict:
+    """Run the workflow's grading command on ``source`` as mha.py; the reporter's JSON."""
+    repo = tmp_path / "student-repo"
+    shutil.copytree(template, repo)
+    (repo / "mha.py").write_text(source, encoding="utf-8")
+    _, command = grading_command(template)
+    outputs = tmp_path / "github_output"
+    env = dict(os.environ, GITHUB_OUTPUT=str(outputs))
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(command.replace("python ", f"{sys.executable} ", 1), shell=True,
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(l for l in outputs.read_text().splitlines() if l.startswith("result="))
+    result = json.loads(base64.b64decode(line.removeprefix("result=")))
+    score = sum(t["score"] for t in result["tests"])
+    assert f"Points {score:g}/{result['max_score']:g}" in done.stdout
+    return result
+
+
+def reporter_problems(result: dict) -> list[str]:
+    """What GitHub Classroom's autograding reporter reads from a runner's result."""
+    found = [] if result.get("version") == 1 else ["version is not 1"]
+    if result.get("status") not in ("pass", "fail", "error"):
+        found.append(f"status {result.get('status')!r}")
+    if not isinstance(result.get("max_score"), (int, float)) or not result.get("tests"):
+        found.append("no max_score or no tests")
+    for t in result.get("tests", []):
+        if t.get("status") not in ("pass", "fail", "error") or not isinstance(t.get("name"), str) \
+                or not isinstance(t.get("score"), (int, float)) or not isinstance(t.get("message"), str):
+            found.append(f"test {t!r}")
+    return found
+
+
+def test_classroom_reports_full_points_for_a_correct_submission(template, tmp_path):
+    """Does the reference get every public point, as the rubric's public checks give them?"""
+    result = run_classroom(template, SOLUTION.read_text(encoding="utf-8"), tmp_path)
+    points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
+    assert reporter_problems(result) == []
+    assert result["status"] == "pass"
+    assert sum(t["score"] for t in result["tests"]) == result["max_score"] == sum(points.values()) > 0
+
+
+def test_classroom_reports_lost_points_for_a_buggy_submission(template, tmp_path):
+    """Does the split bug cost exactly the points of the public tests it fails?"""
+    result = run_classroom(template, buggy_source(), tmp_path)
+    points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
+    assert reporter_problems(result) == []
+    failed = {t["name"] for t in result["tests"] if t["status"] != "pass"}
+    assert "split_heads" in failed and "head_weight_shape" not in failed
+    assert result["status"] == "fail"
+    expected = sum(points.values()) - sum(points[f"test_{name}"] for name in failed)
+    assert sum(t["score"] for t in result["tests"]) == expected < result["max_score"]
+    split = next(t for t in result["tests"] if t["name"] == "split_heads")
+    assert split["message"] and split["score"] == 0
+
+
+def test_classroom_points_come_from_the_public_checks(template):
+    """Is each public test worth its function's public checks in the rubric, and only those?"""
+    from autograder import checks, scoring
+    rubric = scoring.load_rubric()
+    public = [c for c in checks.load_all().values() if not c.hidden and rubric.enabled(c.name)]
+    points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
+    assert sum(points.values()) == sum(rubric.points[c.name] for c in public
+                                       if f"test_{c.name.split('.')[0]}" in points)
+    assert points["test_split_heads"] == rubric.points["split_heads.values"]
+
+
+def test_classroom_template_holds_no_hidden_code_or_solution(template):
+    """Does the template hold only the stub, the public tests and CI glue: no check, no solution?"""
+    files = sorted(p.relative_to(template).as_posix() for p in template.rglob("*") if p.is_file())
+    assert files == [".github/classroom/grade.py", ".github/classroom/points.json",
+                     ".github/classroom/requirements.txt", ".github/workflows/classroom.yml",
+                     "README.md", "mha.py", "test_public.py"]
+    assert package.hidden_code_in(template) == []
+    text = "\n".join((template / f).read_text(encoding="utf-8") for f in files)
+    solution = SOLUTION.read_text(encoding="utf-8")
+    regions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", solution, re.S)
+    solved = {line.strip() for region in regions for line in region.splitlines()
+              if len(line.strip()) > 30}
+    assert solved and not [line for line in solved if line in text]
+    from autograder import checks
+    hidden = [c for c in checks.load_all().values() if c.hidden]
+    assert hidden and not [c.name for c in hidden if f'"{c.name}"' in text]
+
+
+def test_package_refuses_a_template_with_grader_code(tmp_path):
+    """Does the leak guard name a file that holds grader-only code?"""
+    (tmp_path / "helper.py").write_text("from solutions import split_heads\n")
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "mha.py").write_text("x = 1\n")
+    leaks = package.hidden_code_in(tmp_path)
+    assert any("helper.py" in leak for leak in leaks) and any("solutions/mha.py" in l for l in leaks)
