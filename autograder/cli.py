@@ -29,6 +29,23 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("dir")
     b.add_argument("--output", required=True, help="folder for one result per submission")
     _common(b)
+    b.add_argument("--workers", type=int, help="submissions graded at once (default: the cores)")
+    b.add_argument("--assignment", help="in an nbgrader submitted/ tree, grade only this one")
+    b.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="where to grade: here (default) or on a Dask distributed cluster")
+    b.add_argument("--scheduler", help="with --executor dask: the scheduler's address "
+                   "(tcp://HOST:8786)")
+    r = sub.add_parser("report", help="a class report (HTML with plots, and PNGs) from a batch's output")
+    r.add_argument("out", help="a batch's --output folder")
+    r.add_argument("--student", help="whose attention maps to draw (a result's key; default: "
+                   "the best score)")
+    r.add_argument("--output", help="folder for index.html and the PNGs (default: OUT/report)")
+    n = sub.add_parser("bench", help="time batch against nbgrader autograde on generated notebooks")
+    n.add_argument("-n", "--count", type=int, default=20, help="notebooks to build (default 20)")
+    n.add_argument("--nbgrader", type=int, help="grade only this many of them with nbgrader and "
+                   "extrapolate (default: all; 0 skips nbgrader)")
+    n.add_argument("--workers", type=int, help="batch's workers (default: the cores)")
+    n.add_argument("--keep", help="build in this folder and keep it (default: a temporary one)")
     d = sub.add_parser("demo", help="grade the bundled example submissions")
     _common(d)
     sub.add_parser("checks", help="list every check with its group, points and purpose")
@@ -66,6 +83,9 @@ def write_atomic(path: str, text: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)          # mkstemp's 0600 would hide results from TAs
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, target)

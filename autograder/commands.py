@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from . import api, integrity, scoring, submission
-from .cli import EXIT_OK, write_atomic
+from .cli import EXIT_GRADER, EXIT_OK, write_atomic
 from .sandbox.host import GraderError
 from .writers import WRITERS
 
@@ -49,7 +49,51 @@ def grade(args) -> int:
 
 
 def batch(args) -> int:
-    raise UsageError("batch is not implemented yet")
+    from . import batch as batching, executors
+    from .progress import Progress
+    if args.executor == "dask" and not args.scheduler:
+        raise UsageError("--executor dask needs --scheduler ADDRESS (tcp://HOST:8786)")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    progress = Progress()
+    try:
+        summary = batching.run(
+            args.dir, args.output, seed=args.seed, rubric=args.rubric, device=args.device,
+            assignment=args.assignment, progress=progress,
+            executor=lambda options: executors.make(args.executor, options, workers=args.workers,
+                                                    scheduler=args.scheduler))
+    except (batching.BatchError, scoring.RubricError, ImportError) as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:                   # the Grader refused the options (--device cuda)
+        raise UsageError(str(e)) from None
+    except integrity.TamperedError as e:
+        raise GraderFailure(str(e)) from None
+    except KeyboardInterrupt:
+        print("interrupted: what was graded is kept; run the same command again to grade the "
+              "rest", file=sys.stderr)
+        return 130
+    finally:
+        progress.finish()
+    print(batching.describe(summary, args.output), file=sys.stderr)
+    return EXIT_GRADER if summary.failures else EXIT_OK
+
+
+def report(args) -> int:
+    from . import classreport
+    try:
+        index = classreport.build(args.out, student=args.student, output=args.output)
+    except classreport.ReportError as e:
+        raise UsageError(str(e)) from None
+    print(index)
+    return EXIT_OK
+
+
+def bench(args) -> int:
+    from . import bench as benchmark
+    if args.count < 1:
+        raise UsageError("--count must be at least 1")
+    return benchmark.main(args.count, nbgrader=args.nbgrader, workers=args.workers,
+                          keep=args.keep)
 
 
 def demo(args) -> int:
@@ -83,4 +127,4 @@ def package(args) -> int:
 
 
 COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks,
-            "package": package}
+            "report": report, "bench": bench, "package": package}

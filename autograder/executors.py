@@ -1,0 +1,154 @@
+"""Where a batch's submissions are graded: here, in threads, or on a Dask cluster.
+
+An executor is built from the batch's grading options and has ``run(tasks)``, which
+yields ``(task, outcome)`` as each submission finishes, and ``close()``. An outcome is
+``{"report": <the SPEC's JSON>}`` or ``{"error": "<why the grader failed>"}``: a failure
+on one submission is data, never an exception that stops the batch.
+
+Both executors grade with ``SharedGrader.grade``, so their results are the same.
+
+Local: threads may share one ``Grader``: each submission runs in its own sandbox process,
+the zygote serialises its forks, and the reference cache is guarded by a lock. The host's
+own work per submission is small (about a tenth of the sandbox's), so one process with
+``workers`` threads keeps ``workers`` sandboxes busy.
+
+Dask: each task carries the submission's file name and bytes (no shared file system is
+needed), and each Dask worker process keeps one ``SharedGrader`` per set of options.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from .sandbox.host import GraderError
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                       # not Linux
+        return os.cpu_count() or 1
+
+
+class SharedGrader:
+    """One Grader for many threads; started again if its zygote died."""
+
+    def __init__(self, options: dict):
+        self.options = options
+        self._lock = threading.Lock()
+        self._rubric = None
+        if options.get("rubric_text") is not None:
+            fd, self._rubric = tempfile.mkstemp(prefix="rubric-", suffix=".toml")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(options["rubric_text"])
+        self.grader = self._start()
+
+    def _start(self):
+        from .api import Grader
+        grader = Grader(seed=self.options["seed"], device=self.options.get("device", "auto"),
+                        rubric=self._rubric, hide=self.options.get("hide", ()))
+        grader.zygote.wait_ready()   # started by this thread: it dies with the thread (PDEATHSIG)
+        return grader
+
+    def grade(self, path: str) -> dict:
+        grader = self.grader
+        outcome = _grade_once(grader, path)
+        if "error" in outcome and grader.zygote.proc.poll() is not None:
+            with self._lock:                     # the zygote died: start one, try once more
+                if self.grader is grader:
+                    grader.close()
+                    self.grader = self._start()
+            outcome = _grade_once(self.grader, path)
+        return outcome
+
+    def close(self) -> None:
+        self.grader.close()
+        if self._rubric:
+            os.unlink(self._rubric)
+
+
+def _grade_once(grader, path: str) -> dict:
+    try:
+        return {"report": grader.grade(path).to_dict()}
+    except GraderError as e:
+        return {"error": f"the grader failed: {e}"}
+    except Exception as e:                       # noqa: BLE001 — a grader bug on one submission
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+class LocalExecutor:
+    """Threads on this machine, sharing one Grader (one zygote)."""
+
+    def __init__(self, options: dict, workers: int | None = None):
+        self.shared = SharedGrader(options)      # here, in the main thread
+        self.pool = ThreadPoolExecutor(max_workers=workers or default_workers(),
+                                       thread_name_prefix="grade")
+
+    def run(self, tasks):
+        futures = {self.pool.submit(self.shared.grade, t.file): t for t in tasks}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.shared.close()                      # kills the sandboxes still running
+        self.pool.shutdown(wait=True)
+
+
+class DaskExecutor:
+    """Tasks on a Dask distributed cluster; each worker process keeps one SharedGrader."""
+
+    def __init__(self, options: dict, scheduler: str):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ImportError("--executor dask needs Dask distributed: pip install "
+                              "'mha-autograder[distributed]'") from None
+        self.options = options
+        self.client = Client(scheduler, timeout="30s")
+
+    def run(self, tasks):
+        from distributed import as_completed as dask_completed
+        futures = {}
+        for t in tasks:
+            data = Path(t.file).read_bytes()
+            future = self.client.submit(remote_grade, self.options, Path(t.file).name, data,
+                                        pure=False, retries=1)
+            futures[future] = t
+        for future in dask_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception as e:               # noqa: BLE001 — the worker died, the task was lost
+                yield futures[future], {"error": f"the Dask task failed: {type(e).__name__}: {e}"}
+
+    def close(self) -> None:
+        self.client.close()
+
+
+_WORKER_GRADERS: dict = {}
+_WORKER_LOCK = threading.Lock()
+
+
+def remote_grade(options: dict, filename: str, data: bytes) -> dict:
+    """Runs on a Dask worker: grade one submission sent as its file's name and bytes."""
+    key = repr(sorted(options.items()))
+    with _WORKER_LOCK:
+        shared = _WORKER_GRADERS.get(key)
+        if shared is None:
+            shared = _WORKER_GRADERS[key] = SharedGrader(options)
+    with tempfile.TemporaryDirectory(prefix="submission-") as folder:
+        path = Path(folder) / filename
+        path.write_bytes(data)
+        return shared.grade(str(path))
+
+
+def make(name: str, options: dict, *, workers: int | None = None, scheduler: str | None = None):
+    """The executor a command line asked for."""
+    if name == "local":
+        return LocalExecutor(options, workers)
+    if name == "dask":
+        return DaskExecutor(options, scheduler)
+    raise ValueError(f"unknown executor {name!r}")
