@@ -60,11 +60,11 @@ class Report:
 
     @property
     def max_score(self) -> float:
-        return round(sum(r.max_score for r in self.results), 4)
+        return round(sum(r.max_score for r in self.results), 2)
 
     @property
     def score(self) -> float:
-        return round(sum(r.score for r in self.results), 4)
+        return round(sum(r.score for r in self.results), 2)
 
     def to_dict(self) -> dict:
         """The SPEC's JSON object (plus the compatible extras ``seed`` and ``notes``)."""

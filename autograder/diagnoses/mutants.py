@@ -100,12 +100,11 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
              proj="ok", kv="ok", out_proj=True, scale=None, mask=None, dim=-1):
     """Forward of the contract's module from the reference's weights, with one mistake."""
     def linear(x, role):
+        """proj: "<mistake>" on all four projections, or "<mistake>-qkv" on W_q/W_k/W_v only."""
         W, b = state[f"{role}.weight"], state.get(f"{role}.bias")
-        if proj == "transposed-weight":
-            y = x @ W
-        else:
-            y = x @ W.T
-        return y if b is None or proj == "ignores-bias" else y + b
+        mistake = "ok" if proj.endswith("-qkv") and role == "W_o" else proj.removesuffix("-qkv")
+        y = x @ W if mistake == "transposed-weight" else x @ W.T
+        return y if b is None or mistake == "ignores-bias" else y + b
 
     q_in = run["queries"]
     k_in = q_in if kv == "self" else run["keys"]

@@ -127,11 +127,13 @@ register("proj.transposed-weight",
          "forward multiplies by nn.Linear's weight as if it were the row-vector (d, p) matrix; "
          "nn.Linear stores (out_features, in_features), so the row-vector matrix is weight.T "
          "(or just call the layer: self.W_q(X)).",
-         lambda p, r: forward_behaves_like(p, proj="transposed-weight"))
+         lambda p, r: forward_behaves_like(p, proj="transposed-weight")
+         or forward_behaves_like(p, proj="transposed-weight-qkv"))
 register("proj.ignores-bias",
          "the projections are done by hand with .weight and the biases are never added, so the "
          "output is wrong whenever bias=True. Add the bias, or call the layer: self.W_q(X).",
-         lambda p, r: forward_behaves_like(p, proj="ignores-bias"))
+         lambda p, r: forward_behaves_like(p, proj="ignores-bias")
+         or forward_behaves_like(p, proj="ignores-bias-qkv"))
 register("module.self-attention-only",
          "forward projects the queries for the keys and values too, as if it were always "
          "self-attention. Use W_k on keys and W_v on values.",
