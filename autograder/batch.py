@@ -225,10 +225,14 @@ def run(root, out, *, seed=None, rubric=None, device="auto", assignment=None,
 
 
 def _grade(todo, out, options, executor, progress, summary) -> None:
+    """Grade each distinct submission once; identical ones (same digest) share its result."""
     if not todo:
         if progress:
             progress.start(todo=0, already=summary.reused)
         return
+    twins: dict[str, list[Task]] = {}
+    for task in todo:
+        twins.setdefault(task.digest, []).append(task)
     if executor is None:
         from .executors import LocalExecutor as executor
     engine = executor(options)
@@ -237,15 +241,9 @@ def _grade(todo, out, options, executor, progress, summary) -> None:
     pending: list = []
     before, checked = integrity.digest(), time.monotonic()
     try:
-        for task, outcome in engine.run(todo):
-            if "report" in outcome:
-                pending.append((task, outcome["report"]))
-            else:
-                _record_failure(out, task.job, outcome.get("error", "unknown failure"), summary)
-            if progress:
-                if "report" not in outcome:
-                    progress.note(f"{task.job.key}: the grader failed: {outcome.get('error')}")
-                progress.advance()
+        for first, outcome in engine.run([group[0] for group in twins.values()]):
+            for task in twins[first.digest]:
+                _take(task, outcome, out, pending, progress, summary)
             if time.monotonic() - checked > CHECK_EVERY:
                 _flush(pending, out, before, summary)
                 checked = time.monotonic()
@@ -255,6 +253,18 @@ def _grade(todo, out, options, executor, progress, summary) -> None:
     finally:
         engine.close()
     _flush(pending, out, before, summary)
+
+
+def _take(task, outcome: dict, out: Path, pending: list, progress, summary) -> None:
+    if "report" in outcome:
+        pending.append((task, outcome["report"]))
+    else:
+        why = outcome.get("error", "unknown failure")
+        _record_failure(out, task.job, why, summary)
+        if progress:
+            progress.note(f"{task.job.key}: the grader failed: {why}")
+    if progress:
+        progress.advance()
 
 
 def _flush(pending: list, out: Path, before: str, summary: Summary) -> None:

@@ -168,3 +168,32 @@ def test_discover_layouts(tmp_path):
     (flat / "out").mkdir()
     keys = [j.key for j in discover(flat, exclude=[flat / "out"])]
     assert keys == ["amy.ipynb", "amy.py", "ben"]
+
+
+def test_identical_submissions_are_graded_once(tmp_path):
+    """Two students with the same notebook code share one grading; a grader failure is recorded."""
+    from autograder import batch
+
+    class Recorder:
+        seen: list = []
+
+        def __init__(self, options):
+            self.options = options
+
+        def run(self, tasks):
+            for t in tasks:
+                Recorder.seen.append(t.job.student)
+                yield t, ({"error": "boom"} if t.job.student == "cy" else
+                          {"report": {"score": 1.0, "max_score": 2.0, "checks": [], "diagnoses": []}})
+
+        def close(self):
+            pass
+    for student, code in (("ann", "x = 1\n"), ("bo", "x = 1\n"), ("cy", "x = 2\n")):
+        folder = tmp_path / "submitted" / student / "mha"
+        folder.mkdir(parents=True)
+        (folder / "mha.py").write_text(code)
+    summary = batch.run(tmp_path, tmp_path / "out", seed=3, executor=Recorder)
+    assert sorted(Recorder.seen) == ["ann", "cy"] and summary.graded == 2
+    assert list(summary.failures) == ["mha/cy"]
+    assert (tmp_path / "out" / "results" / "mha" / "bo.json").exists()
+    assert (tmp_path / "out" / "failures" / "mha" / "cy.json").exists()
