@@ -14,6 +14,7 @@ import base64
 import html
 import json
 import os
+import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -107,7 +108,8 @@ def attention_weights(result: dict, *, seed: int, hide=()):
     if sub.problem:
         return None, f"no attention maps: {sub.problem}"
     d, h, n = MAP_SHAPE["d_model"], MAP_SHAPE["num_heads"], MAP_SHAPE["n"]
-    x = torch.randn(1, n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    # A larger input than N(0, 1) sharpens the maps of a freshly initialised module.
+    x = 3 * torch.randn(1, n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     spec = {"init": {"d_model": d, "num_heads": h}, "seed": seed,
             "runs": [{"queries": x, "keys": x, "values": x}]}
     grader = api.Grader(seed=seed, device="cpu", hide=hide)
@@ -158,13 +160,12 @@ img{max-width:100%}.num{text-align:right}figure{margin:1.5rem 0}figcaption{color
 
 def page(results: list[dict], pngs: dict, chosen: dict, caption: str) -> str:
     e = html.escape
-    percents = sorted(_percent(r) for r in results)
-    mean = sum(percents) / len(percents)
+    percents = [_percent(r) for r in results]
     full = sum(p >= 99.995 for p in percents)
     parts = [f"<!doctype html><html lang='en'><meta charset='utf-8'><title>Class report</title>"
              f"<style>{STYLE}</style><h1>Class report</h1>",
-             f"<p>{len(results)} submissions graded; mean {mean:.1f}%, median "
-             f"{percents[len(percents) // 2]:.1f}%, {full} with full marks.</p>"]
+             f"<p>{len(results)} submissions graded; mean {statistics.fmean(percents):.1f}%, "
+             f"median {statistics.median(percents):.1f}%, {full} with full marks.</p>"]
     for name, alt in (("scores.png", "Score distribution"), ("checks.png", "Outcome per check"),
                       ("diagnoses.png", "Diagnosis codes by frequency")):
         parts.append(_figure(pngs[name], alt))

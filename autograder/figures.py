@@ -6,6 +6,7 @@ window, nothing to close. Each function takes plain data and returns ``bytes``.
 from __future__ import annotations
 
 import io
+import statistics
 
 try:
     from matplotlib.figure import Figure
@@ -32,10 +33,7 @@ def score_distribution(percents: list[float]) -> bytes:
     fig = Figure(figsize=(7, 3.4))
     ax = fig.subplots()
     ax.hist(percents, bins=[5 * i for i in range(21)], color="#4a78b5", edgecolor="white")
-    ordered = sorted(percents)
-    mean = sum(ordered) / len(ordered)
-    median = ordered[len(ordered) // 2] if len(ordered) % 2 else \
-        (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    mean, median = statistics.fmean(percents), statistics.median(percents)
     ax.axvline(mean, color="#d64541", linestyle="--", label=f"mean {mean:.1f}")
     ax.axvline(median, color="#333333", linestyle=":", label=f"median {median:.1f}")
     ax.set(xlim=(0, 100), xlabel="score (% of the maximum)", ylabel="submissions",
@@ -82,18 +80,19 @@ def diagnosis_counts(counts: list[tuple[str, int]], total: int) -> bytes:
 
 
 def attention_grid(weights, title: str) -> bytes:
-    """A heatmap per head: weights is (num_heads, n_q, n_k), values in [0, 1]."""
+    """A heatmap per head: weights is (num_heads, n_q, n_k); all heads share one colour scale."""
     heads = len(weights)
     cols = min(heads, 4)
     rows = (heads + cols - 1) // cols
     fig = Figure(figsize=(2.3 * cols + 0.8, 2.3 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
+    top = max(max(max(row) for row in head) for head in weights) or 1.0   # one shared scale
     for j, ax in enumerate(axes.flat):
         if j >= heads:
             ax.set_axis_off()
             continue
-        image = ax.imshow(weights[j], vmin=0.0, vmax=1.0, cmap="viridis")
+        image = ax.imshow(weights[j], vmin=0.0, vmax=top, cmap="viridis")
         ax.set_title(f"head {j}", fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
