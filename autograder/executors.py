@@ -56,7 +56,7 @@ class SharedGrader:
     def grade(self, path: str) -> dict:
         grader = self.grader
         outcome = _grade_once(grader, path)
-        if "error" in outcome and grader.zygote.proc.poll() is not None:
+        if "error" in outcome and not _alive(grader):
             with self._lock:                     # the zygote died: start one, try once more
                 if self.grader is grader:
                     grader.close()
@@ -68,6 +68,11 @@ class SharedGrader:
         self.grader.close()
         if self._rubric:
             os.unlink(self._rubric)
+
+
+def _alive(grader) -> bool:
+    proc = getattr(grader.zygote, "proc", None)
+    return proc is None or proc.poll() is None
 
 
 def _grade_once(grader, path: str) -> dict:
