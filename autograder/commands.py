@@ -97,7 +97,16 @@ def bench(args) -> int:
 
 
 def demo(args) -> int:
-    raise UsageError("demo is not implemented yet")
+    from . import demo as demo_module
+    grader = _grader(args)
+    try:
+        with integrity.guard():
+            demo_module.run(grader)
+    except (GraderError, integrity.TamperedError) as e:
+        raise GraderFailure(str(e)) from None
+    finally:
+        grader.close()
+    return EXIT_OK
 
 
 def list_checks(args) -> int:

@@ -60,13 +60,16 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
                   forbidden_voids_group=policy.get("forbidden_voids_group") or None, path=str(path))
 
 
-def score(results: list[CheckResult], rubric: Rubric) -> tuple[list[CheckResult], list[str]]:
-    """Apply the rubric's policies; returns the final results and notes for the report."""
+def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
+          ) -> tuple[list[CheckResult], list[str]]:
+    """Apply the rubric's policies; returns the final results and notes for the report.
+
+    ``forbidden``: the submission was seen calling a built-in attention the SPEC forbids.
+    """
     notes = []
     results = list(results)
     void = rubric.forbidden_voids_group
-    if void and any(r.name == "MultiHeadAttention.builtin" and r.status is Status.FAILED
-                    for r in results):
+    if void and forbidden:
         results = [replace(r, score=0.0, feedback=(r.feedback + " " if r.feedback else "")
                            + "(0 points: the module calls a forbidden built-in attention)")
                    if r.group == void and r.score > 0 else r for r in results]

@@ -12,25 +12,38 @@ F64 = dict(rtol=1e-9, atol=1e-11)     # float64: a float32 detour (about 1e-8) f
 
 
 def compare_cases(p: Probe, fn: str, group: str, case_list, *, pick=None, **tol) -> None:
-    """Call fn on every case on both sides; the first difference fails the check."""
+    """Call fn on every case on both sides; the first difference fails the check.
+
+    Every case runs even after a failure, so that diagnoses see the whole pattern.
+    """
+    first = None
     for case in case_list:
-        what = f"{fn} on case '{case.name}' ({case.describe})"
-        expected = p.reference.call(fn, *case.args, group=group)
         try:
-            result = p.student.attempt(fn, *case.args, group=group)
-        except StudentError as e:
-            raise StudentError(f"{what}: {e}", raised=e.raised) from None
-        p.observations.setdefault("calls", {}).setdefault(fn, []).append(
-            (case, result, expected))
-        if "raised" in result:
-            info = result["raised"]
-            raise StudentError(f"{what} raised {info.get('type')}: {info.get('message')}",
-                               raised=info)
-        actual = result["value"]
-        if pick is not None:
-            actual, expected = pick(actual, what), pick(expected, what)
-        for a, e, label in _pairs(actual, expected, what):
-            expect_close(actual=a, expected=e, what=label, **(tol or F64))
+            _compare_case(p, fn, group, case, pick, tol)
+        except (CheckFailed, StudentError) as e:
+            if isinstance(e, StudentError) and "timed out" in str(e):
+                raise
+            first = first or e
+    if first is not None:
+        raise first
+
+
+def _compare_case(p: Probe, fn, group, case, pick, tol) -> None:
+    what = f"{fn} on case '{case.name}' ({case.describe})"
+    expected = p.reference.call(fn, *case.args, group=group)
+    try:
+        result = p.student.attempt(fn, *case.args, group=group)
+    except StudentError as e:
+        raise StudentError(f"{what}: {e}", raised=e.raised) from None
+    p.observations.setdefault("calls", {}).setdefault(fn, []).append((case, result, expected))
+    if "raised" in result:
+        info = result["raised"]
+        raise StudentError(f"{what} raised {info.get('type')}: {info.get('message')}", raised=info)
+    actual = result["value"]
+    if pick is not None:
+        actual, expected = pick(actual, what), pick(expected, what)
+    for a, e, label in _pairs(actual, expected, what):
+        expect_close(actual=a, expected=e, what=label, **(tol or F64))
 
 
 def _pairs(actual, expected, what):

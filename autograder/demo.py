@@ -1,0 +1,42 @@
+"""``python -m autograder demo``: grade the bundled example submissions and summarise."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from . import api
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = [
+    ("the reference solution", ROOT / "solutions" / "mha.py"),
+    ("the student stub (nothing done yet)", ROOT / "assignments" / "stub" / "mha.py"),
+    ("split_heads without the transpose", Path(__file__).with_name("examples") / "split_no_transpose.py"),
+    ("D2L-style masked_softmax", Path(__file__).with_name("examples") / "d2l_masked_softmax.py"),
+    ("all heads share one set of weights", Path(__file__).with_name("examples") / "shared_heads.py"),
+    ("a syntax error", Path(__file__).with_name("examples") / "syntax_error.py"),
+]
+
+
+def run(grader: api.Grader, out=sys.stdout) -> list:
+    """Grade each example; print one line per submission, then what each mistake was."""
+    print(f"Grading {len(EXAMPLES)} example submissions (seed {grader.seed}) …\n", file=out)
+    reports = []
+    for label, path in EXAMPLES:
+        if not path.exists():
+            print(f"  (missing example: {path})", file=out)
+            continue
+        start = time.monotonic()
+        report = grader.grade(path)
+        reports.append((label, report))
+        codes = ", ".join(d.code for d in report.diagnoses) or "-"
+        print(f"  {report.score:6.1f} / {report.max_score:g}  {label:<38} "
+              f"{time.monotonic() - start:5.1f} s   mistakes found: {codes}", file=out, flush=True)
+    print("\nWhat the grader told each student (first lines):", file=out)
+    for label, report in reports:
+        lines = [d.message for d in report.diagnoses] or list(report.notes[:1]) or \
+            ["full marks" if report.score >= report.max_score else "see the checks"]
+        print(f"  - {label}: {lines[0][:150]}", file=out)
+    print("\nGrade your own file: python -m autograder grade path/to/mha.py "
+          "[--format text|json|gradescope|junit]", file=out)
+    return reports
