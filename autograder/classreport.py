@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from . import figures
-from .batch import load_results
+from .outfolder import load_results
 from .cli import write_atomic
 
 MAP_SHAPE = {"d_model": 16, "num_heads": 4, "n": 10}     #: the probe's module and sequence

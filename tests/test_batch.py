@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import signal
 import subprocess
@@ -153,7 +152,7 @@ def test_usage_errors(tmp_path, class_dir, graded):
 
 def test_discover_layouts(tmp_path):
     """nbgrader trees, flat folders and per-student folders; colliding stems stay apart."""
-    from autograder.batch import discover
+    from autograder.roster import discover
     for student in ("bob", "alice"):
         (tmp_path / "course" / "submitted" / student / "mha").mkdir(parents=True)
         (tmp_path / "course" / "submitted" / student / "other").mkdir()
