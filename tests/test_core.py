@@ -1,0 +1,155 @@
+"""The autograder core: scores, partial credit, clear messages, diagnoses, and the SPEC's JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import mistakes
+from autograder import api, scoring
+from autograder.model import Status
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "solutions" / "mha.py"
+STUB = ROOT / "assignments" / "stub" / "mha.py"
+NOTEBOOK = ROOT / "assignments" / "source" / "mha" / "mha.ipynb"
+CORRECT = sorted((ROOT / "tests" / "submissions" / "correct").glob("*.py"))
+API_NAMES = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
+             "masked_softmax", "attention_pool", "MultiHeadAttention")
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = api.Grader(seed=1234)
+    yield g
+    g.close()
+
+
+def test_default_rubric_totals_100():
+    """Do the default rubric's points add up to 100, over checks that all exist?"""
+    from autograder import checks
+    rubric = scoring.load_rubric(known=set(checks.load_all()))
+    assert sum(rubric.points.values()) == pytest.approx(100)
+    assert set(rubric.points) == set(checks.load_all())
+
+
+def test_reference_gets_full_marks(grader):
+    """Does the reference solution get 100/100 with no diagnosis?"""
+    report = grader.grade(REFERENCE)
+    assert report.max_score == pytest.approx(100)
+    failed = [(r.name, r.feedback) for r in report.results if r.status is Status.FAILED
+              or r.status is Status.ERROR]
+    assert not failed
+    assert report.score == report.max_score
+    assert not report.diagnoses
+
+
+@pytest.mark.parametrize("path", CORRECT, ids=[p.stem for p in CORRECT])
+def test_unusual_correct_submissions_get_full_marks(grader, path):
+    """Do correct submissions written very differently get full marks and no diagnosis?"""
+    report = grader.grade(path)
+    lost = [(r.name, r.feedback) for r in report.results if r.score < r.max_score
+            and not (r.name == "cost.parallel" and path.stem == "float64_inside")]
+    assert not lost
+    assert not report.diagnoses
+
+
+def test_stub_gets_zero_with_one_message_per_function(grader):
+    """Does the stub get 0, with a 'not implemented yet' message naming each function?"""
+    report = grader.grade(STUB)
+    assert report.score == 0
+    assert report.max_score == pytest.approx(100)
+    text = " ".join(r.feedback for r in report.results)
+    for name in API_NAMES:
+        assert f"not implemented yet" in text and name in text, name
+    assert not any(r.status is Status.SKIPPED and "cuda" not in r.feedback.lower()
+                   for r in report.results)
+
+
+def test_missing_function_costs_only_what_needs_it(grader, tmp_path):
+    """Does a submission without concat_heads keep the points of the parts that work?"""
+    source = REFERENCE.read_text()
+    start = source.index("def concat_heads")
+    end = source.index("def masked_softmax")
+    path = tmp_path / "mha.py"
+    path.write_text(source[:start] + source[end:])
+    report = grader.grade(path)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["concat_heads.values"].status is Status.ERROR
+    assert "defines no concat_heads" in by_name["concat_heads.values"].feedback
+    for name in ("split_heads.values", "masked_softmax.masked", "attention_pool.values",
+                 "head_weight_shape.values"):
+        assert by_name[name].status is Status.PASSED, name
+    assert 0 < report.score < report.max_score
+
+
+def test_syntax_error_in_a_py_file_names_the_line(grader, tmp_path):
+    """Does a .py with a syntax error get 0, with the line and the reason?"""
+    lines = REFERENCE.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith("def split_heads"))
+    lines[index] = lines[index].rstrip(":")
+    path = tmp_path / "mha.py"
+    path.write_text("\n".join(lines))
+    report = grader.grade(path)
+    assert report.score == 0
+    assert not any(r.status is Status.PASSED for r in report.results)
+    assert f"line {index + 1}" in report.notes[0] and "expected ':'" in report.notes[0]
+
+
+@pytest.mark.skipif(not NOTEBOOK.exists(), reason="the source notebook is not built")
+def test_notebook_with_a_broken_cell_gets_partial_credit(grader, tmp_path):
+    """Does a notebook with a syntax error in one cell keep the credit of the other cells?"""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "concat_heads":
+            cell.source = cell.source.replace("def concat_heads(X: Tensor) -> Tensor:",
+                                              "def concat_heads(X: Tensor) -> Tensor")
+    path = tmp_path / "mha.ipynb"
+    nbformat.write(nb, path)
+    report = grader.grade(path)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["split_heads.values"].status is Status.PASSED
+    assert by_name["concat_heads.values"].status is Status.ERROR
+    assert any("concat_heads" in n and "left out" in n and "expected ':'" in n for n in report.notes)
+    assert 0 < report.score < report.max_score
+
+
+@pytest.mark.parametrize("code", sorted(mistakes.MISTAKES))
+def test_mistake_is_diagnosed_with_its_code(grader, tmp_path, code):
+    """Does each value mistake lose points and get exactly its TAXONOMY code?"""
+    report = grader.grade(mistakes.write(code, tmp_path))
+    assert report.score < report.max_score
+    found = {d.code for d in report.diagnoses}
+    assert code in found
+    assert found - {code} <= mistakes.ALSO_ALLOWED.get(code, set())
+    assert all(d.message for d in report.diagnoses)
+
+
+def test_json_output_matches_the_spec(tmp_path):
+    """Does `grade --format json` write the SPEC's object, exit 0, and record the seed?"""
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(REFERENCE),
+                           "--format", "json", "--output", str(out), "--seed", "7"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert isinstance(data["score"], float) and isinstance(data["max_score"], float)
+    assert data["seed"] == 7
+    for c in data["checks"]:
+        assert set(c) == {"name", "group", "score", "max_score", "status", "feedback"}
+        assert c["status"] in ("passed", "failed", "error", "skipped")
+    assert isinstance(data["diagnoses"], list)
+
+
+def test_usage_errors_exit_2(tmp_path):
+    """Does a missing file or a bad option exit with status 2 and a message?"""
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "nope.py")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(REFERENCE),
+                           "--format", "xml"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
