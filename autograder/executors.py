@@ -39,6 +39,7 @@ class SharedGrader:
     def __init__(self, options: dict):
         self.options = options
         self._lock = threading.Lock()
+        self._closed = False
         self._rubric = None
         if options.get("rubric_text") is not None:
             fd, self._rubric = tempfile.mkstemp(prefix="rubric-", suffix=".toml")
@@ -58,6 +59,8 @@ class SharedGrader:
         outcome = _grade_once(grader, path)
         if "error" in outcome and not _alive(grader):
             with self._lock:                     # the zygote died: start one, try once more
+                if self._closed:
+                    return outcome               # it was closed on purpose (Ctrl-C)
                 if self.grader is grader:
                     grader.close()
                     self.grader = self._start()
@@ -65,7 +68,9 @@ class SharedGrader:
         return outcome
 
     def close(self) -> None:
-        self.grader.close()
+        with self._lock:
+            self._closed = True
+            self.grader.close()
         if self._rubric:
             os.unlink(self._rubric)
 
