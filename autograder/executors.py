@@ -118,7 +118,11 @@ class DaskExecutor:
             raise ImportError("--executor dask needs Dask distributed: pip install "
                               "'mha-autograder[distributed]'") from None
         self.options = options
-        self.client = Client(scheduler, timeout="30s")
+        try:
+            self.client = Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError) as e:
+            from .outfolder import BatchError
+            raise BatchError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
 
     def run(self, tasks):
         from distributed import as_completed as dask_completed
