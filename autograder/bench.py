@@ -42,7 +42,7 @@ VARIANTS = {                                    #: name -> the student's code, f
                                    "    return X.reshape(X.shape[0], num_heads, -1, p)"),
     "mask.zero-len-uniform": _replace("    return weights.masked_fill(~keep, 0.0)",
                                       "    return weights"),
-    "syntax-error": lambda s: s + "\n\ndef broken(:\n    pass\n",
+    "syntax-error": lambda s: s + "\n\ndef broken(:  # {student}\n    pass\n",
     "stub": None,                               # the released notebook, untouched
 }
 BUGS = [name for name in VARIANTS if name != "correct"]
@@ -131,8 +131,9 @@ def build(folder: Path, count: int, nbgrader_count: int) -> dict[str, int]:
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
                     == SOLUTION_ID)
         if VARIANTS[name] is not None:
-            cell.source = VARIANTS[name](reference)
-        # Every notebook differs (as real ones do), so batch cannot grade twins only once.
+            cell.source = VARIANTS[name](reference).replace("{student}", f"student{i:04d}")
+        # Every notebook's graded code differs (as real ones do), so that batch cannot grade
+        # identical twins once: the figures are those of N distinct gradings.
         cell.source += f"\n# submitted by student{i:04d}\n"
         roots = [folder / "class"] + ([course] if i < nbgrader_count else [])
         for root in roots:
