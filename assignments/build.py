@@ -1,0 +1,307 @@
+"""Generate the student's files from the reference, so that the three never drift apart.
+
+    python -m assignments.build            # (re)write the generated files
+    python -m assignments.build --check    # write nothing; exit 1 if one is stale
+
+Sources (the only files an instructor edits):
+
+* ``solutions/mha.py``: the code; its ``### BEGIN SOLUTION`` … ``### END SOLUTION`` regions
+  are what students write;
+* ``assignments/public_checks.py``: the public checks, one ``check_<name>`` per API name;
+* ``assignments/narrative.py``: the notebook's text, sections and written questions.
+
+Generated files:
+
+* ``assignments/stub/mha.py``: the reference with each solution region replaced by
+  ``raise NotImplementedError("<pointer to the notebook section>")``;
+* ``assignments/stub/test_public.py``: the public checks plus one pytest test per check;
+* ``assignments/source/mha/mha.ipynb``: the nbgrader source notebook: the narrative, one
+  graded cell per API name (verbatim from the reference, markers included), each followed
+  by its public test cell, and the written questions as manually graded answer cells.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbformat import v4
+
+from . import narrative
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = Path("solutions/mha.py")
+CHECKS = Path("assignments/public_checks.py")
+STUB = Path("assignments/stub/mha.py")
+PUBLIC_TESTS = Path("assignments/stub/test_public.py")
+NOTEBOOK = Path("assignments/source/mha") / narrative.NOTEBOOK_NAME
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+class BuildError(Exception):
+    """The sources do not fit together: the message says what to fix, and where."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """One student-written region of the reference: lines ``begin..end`` (0-based, markers included)."""
+
+    owner: str          # the function it belongs to: "split_heads", "MultiHeadAttention.__init__"
+    begin: int
+    end: int
+    indent: str
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the build takes from ``solutions/mha.py``."""
+
+    lines: list[str]                # the file, line by line, with line ends
+    docstring: tuple[int, int]      # its module docstring: lines [start, stop), 0-based
+    notation: str                   # the docstring's "Notation ..." paragraphs, for the stub
+    imports: str                    # its import statements, less ``from __future__``
+    api: list[str]                  # ``__all__``, in order
+    definitions: dict[str, str]     # API name -> its definition, verbatim
+    regions: list[Region]
+
+
+def read_reference(text: str) -> Reference:
+    """Parse the reference solution and check that every API name is defined."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    first = tree.body[0]
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+        raise BuildError(f"{SOLUTION} must start with a module docstring")
+    paragraphs = ast.get_docstring(tree).split("\n\n")
+    start = next((i for i, par in enumerate(paragraphs) if par.startswith("Notation")), len(paragraphs))
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+               and getattr(node, "module", None) != "__future__"]
+    api = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+               and any(getattr(target, "id", None) == "__all__" for target in node.targets))
+    definitions = {node.name: _definition(lines, node)
+                   for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    if list(definitions) != list(api):
+        raise BuildError(f"{SOLUTION} defines {list(definitions)} but __all__ lists {api}: "
+                         "they must be the same names, in the same order")
+    return Reference(lines=lines, docstring=(first.lineno - 1, first.end_lineno),
+                     notation="\n\n".join(paragraphs[start:]),
+                     imports="".join(lines[imports[0].lineno - 1:imports[-1].end_lineno]).rstrip("\n"),
+                     api=api, definitions=definitions,
+                     regions=_regions(lines, tree, skip=range(first.lineno - 1, first.end_lineno)))
+
+
+def _definition(lines: list[str], node: ast.AST) -> str:
+    """The source of a top-level definition: decorators, and the indented comments after
+    its last statement (ast ends it there, before a trailing ``### END SOLUTION``)."""
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+    stop = node.end_lineno
+    while stop < len(lines) and (not lines[stop].strip() or lines[stop][0] in " \t"):
+        stop += 1
+    return "".join(lines[start:stop]).rstrip()
+
+
+def _regions(lines: list[str], tree: ast.Module, skip: range) -> list[Region]:
+    """The solution regions, each with the innermost function that holds it; ``skip``: the docstring."""
+    functions = []                                    # (qualified name, first line, last line), 1-based
+    for top in tree.body:
+        inner = top.body if isinstance(top, ast.ClassDef) else [top]
+        functions += [(f"{top.name}.{f.name}" if f is not top else f.name, f.lineno, f.end_lineno)
+                      for f in inner if isinstance(f, ast.FunctionDef)]
+    regions, begin = [], None
+    for number, line in enumerate(lines):
+        if number in skip:
+            continue
+        marker = line.strip()
+        if marker == BEGIN and begin is None:
+            begin = number
+        elif marker == END and begin is not None:
+            owners = [name for name, first, last in functions if first <= begin + 1 <= last]
+            if not owners:
+                raise BuildError(f"{SOLUTION}:{begin + 1}: a solution region outside any function")
+            indent = lines[begin][:len(lines[begin]) - len(lines[begin].lstrip())]
+            regions.append(Region(owners[-1], begin, number, indent))
+            begin = None
+        elif BEGIN in line or END in line:
+            raise BuildError(f"{SOLUTION}:{number + 1}: unbalanced or misplaced solution marker")
+    if begin is not None:
+        raise BuildError(f"{SOLUTION}:{begin + 1}: {BEGIN} without {END}")
+    return regions
+
+
+def sections() -> dict[str, narrative.Section]:
+    """API name -> the notebook section that teaches it."""
+    return {item.api: section for section in narrative.SECTIONS for item in section.items}
+
+
+def pointer(owner: str) -> str:
+    """The stub's message for a region of ``owner``."""
+    section = sections()[owner.split(".")[0]]
+    return (f"implement {owner}: see section {section.number} ({section.short}) "
+            f"of {narrative.NOTEBOOK_NAME}")
+
+
+def stub_module(ref: Reference) -> str:
+    """The reference with its docstring replaced and every solution region turned into a raise."""
+    lines = list(ref.lines)
+    for region in reversed(ref.regions):
+        lines[region.begin:region.end + 1] = [
+            f'{region.indent}raise NotImplementedError("{pointer(region.owner)}")\n']
+    start, stop = ref.docstring
+    lines[start:stop] = [narrative.STUB_DOCSTRING.format(notation=ref.notation) + "\n"]
+    return "".join(lines)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What the build takes from ``assignments/public_checks.py``."""
+
+    helpers: str                    # everything between the docstring and the first check
+    checks: dict[str, str]          # API name -> the source of ``check_<name>``
+    questions: dict[str, str]       # API name -> the check's docstring
+
+
+def read_checks(text: str) -> Checks:
+    """Split the public checks into the helpers and one check per API name."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    checks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
+    if not checks:
+        raise BuildError(f"{CHECKS} has no check_<name> functions")
+    if any(not isinstance(node, ast.FunctionDef) or not node.name.startswith("check_")
+           for node in tree.body if node.lineno >= checks[0].lineno):
+        raise BuildError(f"{CHECKS}: put the helpers first; only check_<name> functions may follow the first check")
+    start = tree.body[0].end_lineno if ast.get_docstring(tree) is not None else 0
+    return Checks(helpers="".join(lines[start:checks[0].lineno - 1]).strip("\n"),
+                  checks={node.name[len("check_"):]: "".join(
+                      lines[node.lineno - 1:node.end_lineno]).rstrip("\n") for node in checks},
+                  questions={node.name[len("check_"):]: ast.get_docstring(node) for node in checks})
+
+
+TEST_HARNESS = '''
+
+# The pytest tests: one per graded function of mha.py, each failing on its own.
+
+
+def student_api():
+    """The names defined by the mha.py next to this file."""
+    __tracebackhide__ = True
+    try:
+        import mha
+    except Exception as error:
+        raise AssertionError(f"mha.py could not be imported: {type(error).__name__}: {error}") from None
+    return vars(mha)
+'''
+
+
+def public_tests(checks: Checks, order: list[str]) -> str:
+    """The student's ``test_public.py``: the checks, then one pytest test per API name."""
+    tests = "".join(f'\n\ndef test_{name}():\n    """{checks.questions[name]}"""\n'
+                    f"    run_check(check_{name}, student_api())\n" for name in order)
+    body = "\n\n\n".join([checks.helpers] + [checks.checks[name] for name in order])
+    return f"{narrative.PUBLIC_TESTS_DOCSTRING}\n{body}\n{TEST_HARNESS}{tests}"
+
+
+def _meta(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
+    """nbgrader cell metadata, schema 3."""
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def _markdown(cell_id: str, text: str, **nbgrader) -> nbformat.NotebookNode:
+    metadata = _meta(cell_id, **nbgrader) if nbgrader else {}
+    return v4.new_markdown_cell(text, id=cell_id, metadata=metadata)
+
+
+def _code(grade_id: str, source: str, **nbgrader) -> nbformat.NotebookNode:
+    return v4.new_code_cell(source, id=grade_id, metadata=_meta(grade_id, **nbgrader))
+
+
+def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
+    """The nbgrader source notebook: narrative, graded cells, public tests, written questions."""
+    helpers = "# Helpers for the public test cells. Run this cell; do not edit it.\n\n" + checks.helpers
+    cells = [_markdown("title", narrative.TITLE), _markdown("setup", narrative.IMPORTS_TEXT),
+             _code("imports", ref.imports, locked=True), _code("test_helpers", helpers, locked=True)]
+    cells[-1].metadata["jupyter"] = {"source_hidden": True}
+    for section in narrative.SECTIONS:
+        cells.append(_markdown(f"section-{section.number}",
+                               f"## {section.number}. {section.title}\n\n{section.text}"))
+        for item in section.items:
+            points = f"{item.points} point{'s' if item.points != 1 else ''}"
+            test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
+                    f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
+            cells += [_markdown(f"task-{item.api}", item.text),
+                      _code(item.api, ref.definitions[item.api], solution=True),
+                      _code(f"test_{item.api}", test, grade=True, locked=True, points=item.points)]
+            # Hidden test cells (a later issue) go here, right after the public one.
+    number, title, text = narrative.QUESTIONS_SECTION
+    cells.append(_markdown(f"section-{number}", f"## {number}. {title}\n\n{text}"))
+    for question in narrative.QUESTIONS:
+        cells += [_markdown(f"{question.grade_id}_prompt", question.prompt, locked=True),
+                  _markdown(question.grade_id, question.answer, solution=True, grade=True,
+                            points=question.points)]
+    nb = v4.new_notebook(cells=cells, metadata={"kernelspec": KERNELSPEC,
+                                                "language_info": {"name": "python"}})
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution") is not True and (
+                "BEGIN SOLUTION" in cell.source or "END SOLUTION" in cell.source):
+            raise BuildError(f"cell {cell.id} mentions a solution marker outside a solution cell; "
+                             "nbgrader would refuse the notebook")
+    nbformat.validate(nb)
+    return nb
+
+
+def generate() -> dict[Path, str]:
+    """Every generated file's path (relative to the repository) and text, from the sources."""
+    ref = read_reference((ROOT / SOLUTION).read_text(encoding="utf-8"))
+    checks = read_checks((ROOT / CHECKS).read_text(encoding="utf-8"))
+    order = [item.api for section in narrative.SECTIONS for item in section.items]
+    for what, names in (("sections of assignments/narrative.py", order),
+                        (f"check_<name> functions of {CHECKS}", list(checks.checks))):
+        if sorted(names) != sorted(ref.api):
+            raise BuildError(f"the {what} cover {sorted(names)}, but {SOLUTION} has {sorted(ref.api)}")
+    return {STUB: stub_module(ref),
+            PUBLIC_TESTS: public_tests(checks, order),
+            NOTEBOOK: nbformat.writes(notebook(ref, checks)) + "\n"}
+
+
+def stale_files(outputs: dict[Path, str], root: Path) -> list[Path]:
+    """The generated files under ``root`` that are missing or differ from ``outputs``."""
+    return [path for path, text in outputs.items()
+            if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text]
+
+
+def main(argv: list[str] | None = None, *, root: Path = ROOT) -> int:
+    """Write the generated files under ``root``, or with --check only compare them; exit status."""
+    parser = argparse.ArgumentParser(prog="python -m assignments.build", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a generated file is missing or out of date")
+    args = parser.parse_args(argv)
+    try:
+        outputs = generate()
+    except BuildError as error:
+        print(f"assignments.build: {error}", file=sys.stderr)
+        return 1
+    stale = stale_files(outputs, root)
+    if args.check:
+        for path in stale:
+            print(f"{path} is out of date with {SOLUTION}, {CHECKS} and assignments/narrative.py; "
+                  "regenerate it with: python -m assignments.build", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(outputs[path], encoding="utf-8", newline="\n")
+        print(f"wrote {path}")
+    if not stale:
+        print("the generated files are up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

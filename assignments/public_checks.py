@@ -1,0 +1,269 @@
+"""The public checks: small, fixed examples of every graded function, checkable by hand.
+
+This file is the one source of the public tests. ``python -m assignments.build`` copies
+each ``check_<name>`` into the notebook's test cell after the graded cell ``<name>``, and
+the helpers above them into the notebook's helper cell; it also writes
+``assignments/stub/test_public.py``: this file plus one pytest test per check.
+
+A check takes the functions under test as parameters named after them, and
+:func:`run_check` fills them in by name from the student's namespace (the notebook's
+``globals()`` or the module ``mha``). Every failure raises ``AssertionError`` with a
+message that names the call, and says what was expected and what came back.
+"""
+import inspect
+import math
+
+import torch
+from torch import nn
+
+
+def run_check(check, api):
+    """Run ``check``, taking the functions it tests by name from ``api`` (a dict, e.g. globals())."""
+    __tracebackhide__ = True
+    name = check.__name__[len("check_"):]
+    params = list(inspect.signature(check).parameters)
+    missing = [param for param in params if param not in api]
+    if missing:
+        raise AssertionError(f"{name} is missing: define {', '.join(missing)} with exactly that name")
+    try:
+        check(*(api[param] for param in params))
+    except AssertionError:
+        raise
+    except NotImplementedError as error:
+        raise AssertionError(not_implemented_message(name, api[name], error)) from None
+    except Exception as error:
+        raise AssertionError(f"{name} raised {type(error).__name__} on a public example: {error}") from error
+    print(f"{name}: the public tests pass.")
+
+
+def not_implemented_message(name, obj, error):
+    """Say whether ``name`` itself or something it calls is still a stub."""
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    functions = [v for v in vars(obj).values() if inspect.isfunction(v)] if inspect.isclass(obj) else [obj]
+    detail = str(error) or "replace `raise NotImplementedError()` with your code"
+    if tb.tb_frame.f_code in {getattr(f, "__code__", None) for f in functions}:
+        return f"{name} is not implemented yet: {detail}"
+    return f"{name} calls {tb.tb_frame.f_code.co_name}, which is not implemented yet: {detail}"
+
+
+def show(value):
+    """A short, readable form of a value for failure messages."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() > 32:
+            return f"a tensor of shape {tuple(value.shape)}"
+        return str(_rounded(value.detach().cpu().double().tolist()))
+    return repr(value)
+
+
+def _rounded(values):
+    return [_rounded(v) for v in values] if isinstance(values, list) else round(values, 4)
+
+
+def expect_equal(what, *, actual, expected):
+    """``actual == expected`` for plain values such as shapes."""
+    __tracebackhide__ = True
+    try:
+        same = bool(actual == expected)
+    except Exception:                          # e.g. a tensor of several elements
+        same = False
+    if not same:
+        raise AssertionError(f"{what}: expected {expected!r}, got {show(actual)}")
+
+
+def expect_instance(what, *, actual, expected):
+    """``actual`` is an instance of the class ``expected``."""
+    __tracebackhide__ = True
+    if not isinstance(actual, expected):
+        raise AssertionError(f"{what}: expected a {expected.__name__}, got {type(actual).__name__}")
+
+
+def expect_shape(what, *, actual, expected):
+    """``actual`` is a tensor of shape ``expected``."""
+    __tracebackhide__ = True
+    if not isinstance(actual, torch.Tensor):
+        raise AssertionError(f"{what}: expected a tensor of shape {expected}, got {show(actual)}")
+    if tuple(actual.shape) != tuple(expected):
+        raise AssertionError(f"{what}: expected shape {tuple(expected)}, got shape {tuple(actual.shape)}")
+
+
+def expect_tensor(what, *, actual, expected, hint=""):
+    """``actual`` has the shape and dtype of ``expected`` and its values (to 1e-6)."""
+    __tracebackhide__ = True
+    expect_shape(what, actual=actual, expected=tuple(expected.shape))
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{what}: expected dtype {expected.dtype} (the inputs' dtype), got {actual.dtype}")
+    if not torch.allclose(actual, expected, rtol=0.0, atol=1e-6):
+        hint = f"\n  hint: {hint}" if hint else ""
+        raise AssertionError(f"{what}: wrong values\n  expected {show(expected)}\n  got      {show(actual)}{hint}")
+
+
+def expect_raises(what, error, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` raises ``error``."""
+    __tracebackhide__ = True
+    try:
+        result = fn(*args, **kwargs)
+    except error:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as other:
+        raise AssertionError(
+            f"{what}: expected {error.__name__}, got {type(other).__name__}: {other}") from None
+    raise AssertionError(f"{what}: expected {error.__name__}, but it returned {show(result)}")
+
+
+def expect_pair(what, result):
+    """``result`` is a pair, as ``attention_pool`` returns; gives it back."""
+    __tracebackhide__ = True
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise AssertionError(f"{what}: expected a pair (output, weights), got {show(result)}")
+    return result
+
+
+def tensor(values):
+    """A float64 tensor of hand-written values."""
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def check_head_weight_shape(head_weight_shape):
+    """Does head_weight_shape give (d, d_total // num_heads) and reject impossible head counts?"""
+    for d, d_total, num_heads, expected in [(8, 8, 2, (8, 4)), (6, 12, 3, (6, 4)),
+                                            (5, 5, 1, (5, 5)), (4, 4, 4, (4, 1))]:
+        expect_equal(f"head_weight_shape(d={d}, d_total={d_total}, num_heads={num_heads})",
+                     actual=head_weight_shape(d, d_total, num_heads), expected=expected)
+    for d, d_total, num_heads in [(8, 8, 3), (8, 6, 4), (8, 8, 0)]:
+        expect_raises(f"head_weight_shape(d={d}, d_total={d_total}, num_heads={num_heads})",
+                      ValueError, head_weight_shape, d, d_total, num_heads)
+
+
+def check_project(project):
+    """Does project compute H @ W for one matrix and for a batch of them?"""
+    H = tensor([[1, 2], [3, 4], [5, 6]])                    # (3, 2)
+    W = tensor([[1, 0, 2], [0, 1, -1]])                     # (2, 3)
+    HW = tensor([[1, 2, 0], [3, 4, 2], [5, 6, 4]])          # (3, 3)
+    expect_tensor("project(H (3, 2), W (2, 3))", actual=project(H, W), expected=HW)
+    expect_tensor("project(H (2, 3, 2), W (2, 3)) with H = [H, 2H]",
+                  actual=project(torch.stack([H, 2 * H]), W), expected=torch.stack([HW, 2 * HW]))
+
+
+def check_project_heads(project_heads):
+    """Does project_heads give (batch, num_heads, n, p), head j using W_heads[j] only?"""
+    H = tensor([[[1, 2], [3, 4]]])                          # (1, 2, 2)
+    W_heads = tensor([[[1], [0]], [[0], [1]]])              # (2, 2, 1): head 0 reads feature 0, head 1 feature 1
+    expect_tensor("project_heads(H (1, 2, 2), W_heads (2, 2, 1))", actual=project_heads(H, W_heads),
+                  expected=tensor([[[[1], [3]], [[2], [4]]]]),
+                  hint="out[:, j] = H @ W_heads[j]: head 0 sees feature 0 of both positions")
+    expect_shape("project_heads(H (3, 4, 5), W_heads (2, 5, 6))",
+                 actual=project_heads(torch.ones(3, 4, 5, dtype=torch.float64),
+                                      torch.ones(2, 5, 6, dtype=torch.float64)),
+                 expected=(3, 2, 4, 6))
+
+
+def check_split_heads(split_heads):
+    """Does split_heads give head j the columns [j*p, (j+1)*p) in the (batch, num_heads, n, p) layout?"""
+    X = torch.arange(8, dtype=torch.float64).reshape(1, 2, 4)   # [[[0, 1, 2, 3], [4, 5, 6, 7]]]
+    expect_tensor("split_heads(X = [[[0, 1, 2, 3], [4, 5, 6, 7]]], num_heads=2)",
+                  actual=split_heads(X, 2), expected=tensor([[[[0, 1], [4, 5]], [[2, 3], [6, 7]]]]),
+                  hint="reshape to (batch, n, num_heads, p), then swap axes 1 and 2")
+    expect_shape("split_heads(X (2, 3, 12), num_heads=4)",
+                 actual=split_heads(torch.zeros(2, 3, 12, dtype=torch.float64), 4), expected=(2, 4, 3, 3))
+    expect_raises("split_heads(X (1, 2, 4), num_heads=3)", ValueError, split_heads, X, 3)
+
+
+def check_concat_heads(concat_heads):
+    """Does concat_heads put head j back into columns [j*p, (j+1)*p), undoing split_heads?"""
+    heads = tensor([[[[0, 1], [4, 5]], [[2, 3], [6, 7]]]])      # split_heads of [[[0, 1, 2, 3], [4, 5, 6, 7]]]
+    expect_tensor("concat_heads(heads = [[[[0, 1], [4, 5]], [[2, 3], [6, 7]]]])",
+                  actual=concat_heads(heads), expected=tensor([[[0, 1, 2, 3], [4, 5, 6, 7]]]),
+                  hint="swap axes 1 and 2 back, then reshape to (batch, n, num_heads * p)")
+    expect_shape("concat_heads(X (2, 4, 3, 3))",
+                 actual=concat_heads(torch.zeros(2, 4, 3, 3, dtype=torch.float64)), expected=(2, 3, 12))
+
+
+def check_masked_softmax(masked_softmax):
+    """Does masked_softmax give masked keys weight 0, rows of valid length 0 all zeros, and leave scores alone?"""
+    expect_tensor("masked_softmax(scores = [[[0, ln 3]]])",
+                  actual=masked_softmax(tensor([[[0, math.log(3)]]])), expected=tensor([[[0.25, 0.75]]]))
+    expect_tensor("masked_softmax(zeros (2, 1, 4), valid_lens = [2, 4])",
+                  actual=masked_softmax(torch.zeros(2, 1, 4, dtype=torch.float64), torch.tensor([2, 4])),
+                  expected=tensor([[[0.5, 0.5, 0, 0]], [[0.25, 0.25, 0.25, 0.25]]]))
+    expect_tensor("masked_softmax(zeros (1, 1, 3), valid_lens = [0])",
+                  actual=masked_softmax(torch.zeros(1, 1, 3, dtype=torch.float64), torch.tensor([0])),
+                  expected=tensor([[[0, 0, 0]]]),
+                  hint="a row with valid length 0 is all zeros: not uniform, not NaN")
+    expect_tensor("masked_softmax(zeros (1, 2, 3), valid_lens = [[1, 3]]) (one length per query row)",
+                  actual=masked_softmax(torch.zeros(1, 2, 3, dtype=torch.float64), torch.tensor([[1, 3]])),
+                  expected=tensor([[[1, 0, 0], [1 / 3, 1 / 3, 1 / 3]]]))
+    expect_tensor("masked_softmax(zeros (2, 2, 1, 2) (batch, heads, n_q, n_k), valid_lens = [1, 2])",
+                  actual=masked_softmax(torch.zeros(2, 2, 1, 2, dtype=torch.float64), torch.tensor([1, 2])),
+                  expected=tensor([[[[1, 0]], [[1, 0]]], [[[0.5, 0.5]], [[0.5, 0.5]]]]),
+                  hint="valid_lens[b] holds for every head of batch element b")
+    scores = tensor([[[1, 2, 3]]])
+    masked_softmax(scores, torch.tensor([1]))
+    expect_tensor("scores after masked_softmax(scores = [[[1, 2, 3]]], valid_lens = [1])",
+                  actual=scores, expected=tensor([[[1, 2, 3]]]), hint="do not modify the input in place")
+
+
+def check_attention_pool(attention_pool):
+    """Does attention_pool divide the scores by sqrt(p), mask keys, and return (output, weights)?"""
+    c = math.log(3) / 2
+    Q, K, V = tensor([[[1, 1, 1, 1]]]), tensor([[[0, 0, 0, 0], [c, c, c, c]]]), tensor([[[4], [8]]])
+    output, weights = expect_pair("attention_pool(Q, K, V)", attention_pool(Q, K, V))
+    expect_tensor("weights of attention_pool(Q = [[[1, 1, 1, 1]]], K = [[[0, 0, 0, 0], [c, c, c, c]]], "
+                  "c = ln(3)/2), scores [0, ln 3] after dividing by sqrt(p) = 2",
+                  actual=weights, expected=tensor([[[0.25, 0.75]]]), hint="divide Q Kᵀ by sqrt(p), p = Q.shape[-1]")
+    expect_tensor("output of the same call with V = [[[4], [8]]]: 0.25 * 4 + 0.75 * 8",
+                  actual=output, expected=tensor([[[7]]]))
+    Q, K, V = torch.zeros(1, 1, 1, dtype=torch.float64), torch.zeros(1, 3, 1, dtype=torch.float64), \
+        tensor([[[1, 2], [3, 4], [5, 6]]])
+    output, weights = expect_pair("attention_pool(Q, K, V, valid_lens)", attention_pool(Q, K, V, torch.tensor([2])))
+    expect_tensor("weights of attention_pool(Q = 0, K = 0, V = [[[1, 2], [3, 4], [5, 6]]], valid_lens = [2])",
+                  actual=weights, expected=tensor([[[0.5, 0.5, 0]]]))
+    expect_tensor("output of the same call: the mean of the first two rows of V",
+                  actual=output, expected=tensor([[[2, 3]]]))
+    output, weights = expect_pair("attention_pool(Q, K, V)", attention_pool(
+        torch.ones(2, 3, 5, 4, dtype=torch.float64), torch.ones(2, 3, 6, 4, dtype=torch.float64),
+        torch.ones(2, 3, 6, 7, dtype=torch.float64)))
+    expect_shape("output of attention_pool(Q (2, 3, 5, 4), K (2, 3, 6, 4), V (2, 3, 6, 7))",
+                 actual=output, expected=(2, 3, 5, 7))
+    expect_shape("weights of the same call", actual=weights, expected=(2, 3, 5, 6))
+
+
+def check_MultiHeadAttention(MultiHeadAttention):
+    """Does MultiHeadAttention have the right parameters, shapes and values on a hand-made example?"""
+    model = MultiHeadAttention(8, 3, d_total=12)
+    for name, shape in [("W_q", (12, 8)), ("W_k", (12, 8)), ("W_v", (12, 8)), ("W_o", (8, 12))]:
+        layer = getattr(model, name, None)
+        expect_instance(f"MultiHeadAttention(8, 3, d_total=12).{name}", actual=layer, expected=nn.Linear)
+        expect_shape(f"MultiHeadAttention(8, 3, d_total=12).{name}.weight", actual=layer.weight, expected=shape)
+    expect_equal("number of parameters of MultiHeadAttention(8, 3, d_total=12) (4 * 8 * 12, no biases)",
+                 actual=sum(p.numel() for p in model.parameters()), expected=384)
+    expect_raises("MultiHeadAttention(8, 3) (d_total = 8 is not divisible by 3 heads)",
+                  ValueError, MultiHeadAttention, 8, 3)
+
+    model = MultiHeadAttention(2, 2).double().eval()          # p = 1: head j reads feature j
+    with torch.no_grad():
+        for layer in (model.W_q, model.W_k, model.W_v, model.W_o):
+            layer.weight.copy_(torch.eye(2))
+    keys = tensor([[[1, 0], [0, 1], [5, 5]]])
+    output = model(tensor([[[math.log(3), 0]]]), keys, keys, torch.tensor([2]))
+    expect_tensor("attention_weights after MultiHeadAttention(2, 2) with identity weights, queries = "
+                  "[[[ln 3, 0]]], keys = values = [[[1, 0], [0, 1], [5, 5]]], valid_lens = [2]",
+                  actual=model.attention_weights, expected=tensor([[[[0.75, 0.25, 0]], [[0.5, 0.5, 0]]]]),
+                  hint="head 0 scores [ln 3, 0] from feature 0, head 1 scores [0, 0] from feature 1; key 2 is masked")
+    expect_tensor("output of the same call: head 0 pools feature 0, head 1 feature 1",
+                  actual=output, expected=tensor([[[0.75, 0.5]]]))
+
+    model = MultiHeadAttention(8, 2).double()
+    generator = torch.Generator().manual_seed(0)
+    queries = torch.randn(2, 3, 8, dtype=torch.float64, generator=generator)
+    keys = torch.randn(2, 5, 8, dtype=torch.float64, generator=generator)
+    output = model(queries, keys, keys, torch.tensor([2, 5]))
+    expect_shape("MultiHeadAttention(8, 2)(queries (2, 3, 8), keys = values (2, 5, 8), valid_lens = [2, 5])",
+                 actual=output, expected=(2, 3, 8))
+    expect_shape("attention_weights of the same call (batch, num_heads, n_q, n_k)",
+                 actual=model.attention_weights, expected=(2, 2, 3, 5))
+    expect_tensor("attention_weights[0, :, :, 2:] of the same call (keys past valid length 2)",
+                  actual=model.attention_weights[0, :, :, 2:], expected=torch.zeros(2, 3, 3, dtype=torch.float64))
