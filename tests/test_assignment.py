@@ -17,7 +17,7 @@ from assignments import build, narrative, public_checks
 
 ROOT = build.ROOT
 API = list(reference.__all__)
-SECTION = {item.api: section for section in narrative.SECTIONS for item in section.items}
+SECTION = build.sections()                          # API name -> its notebook section
 POINTER = re.compile(r"implement ([\w.]+): see section (\d+) \(([\w -]+)\) of mha\.ipynb")
 
 
