@@ -87,5 +87,5 @@ def _stable_hash(text: str) -> int:
 
 def load_all() -> dict[str, Check]:
     """Import every module of checks so their decorators run."""
-    from . import functions, module  # noqa: F401
+    from . import functions, module, structure  # noqa: F401
     return REGISTRY

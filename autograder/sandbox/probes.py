@@ -107,8 +107,11 @@ def parameters(model) -> list[dict]:
     for name, p in model.named_parameters(remove_duplicate=False):
         ptr = p.untyped_storage().data_ptr() if p.device.type != "meta" else id(p)
         group = storages.setdefault(ptr, _len(storages))
+        start = p.storage_offset() * p.element_size()     # the bytes it spans in its storage
+        extent = sum((n - 1) * s for n, s in zip(p.shape, p.stride())) + 1 if p.numel() else 0
         out.append({"name": name, "shape": tuple(p.shape), "numel": p.numel(),
-                    "storage": group, "is_param": _type(p) is torch.nn.Parameter})
+                    "storage": group, "is_param": _type(p) is torch.nn.Parameter,
+                    "span": (start, start + extent * p.element_size())})
     return out
 
 
@@ -208,11 +211,22 @@ def mha_raises(api, init: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
-# Structure: operator traces, FLOPs, other devices and precisions
+# Structure: weight variants, operator traces, FLOPs, other devices and precisions
 
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "is_nonzero", "item",
             "equal", "allclose", "_assert_async"}
 FORBIDDEN_OPS = ("scaled_dot_product", "_native_multi_head_attention", "multi_head_attention")
+FOREIGN_LIMIT = 5
+
+
+def mha_loads(api, spec: dict) -> dict:
+    """One module, several weight sets loaded in turn, one forward each (weight perturbations)."""
+    model = build(api, spec["init"], spec.get("seed", 0))
+    runs = []
+    for weights, run in zip(spec["loads"], spec["runs"]):
+        load(model, weights)
+        runs.append(forward(model, run))
+    return {"params": parameters(model), "runs": runs}
 
 
 class OpTrace(TorchDispatchMode):
@@ -227,6 +241,8 @@ class OpTrace(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.__name__.split(".")[0]
         self.counts[name] = self.counts.get(name, 0) + 1
+        if _data_dependent(name, args, kwargs or {}):
+            self.counts[name + "(data-dependent size)"] = 1
         out = func(*args, **(kwargs or {}))
         if self.device != "cpu":
             for t in (out if _isinstance(out, (tuple, list)) else (out,)):
@@ -234,100 +250,205 @@ class OpTrace(TorchDispatchMode):
                     self.foreign.append(name)
         return out
 
+    def syncs(self) -> list[str]:
+        return sorted(n for n in self.counts if n in SYNC_OPS or n.endswith("(data-dependent size)"))
 
-def _run_module(model, shapes: dict, dtype, device, masked: bool):
+
+def _data_dependent(name: str, args, kwargs) -> bool:
+    """Ops whose output size depends on tensor data, so the host must wait for the device:
+    boolean-mask indexing (x[mask]) and repeat_interleave with tensor repeats and no output_size."""
+    if name == "index" and _len(args) > 1 and _isinstance(args[1], (list, tuple)):
+        return any(_isinstance(i, _Tensor) and i.dtype is torch.bool for i in args[1])
+    if name == "repeat_interleave":
+        return kwargs.get("output_size") is None
+    return False
+
+
+def _inputs(shapes: dict, dtype, device, masked: bool):
+    """Deterministic module inputs; the lengths cycle 0, 1, 2, ... so length 0 is included."""
     b, n_q, n_k, d = shapes["batch"], shapes["n_q"], shapes["n_k"], shapes["d_model"]
     gen = torch.Generator().manual_seed(shapes.get("seed", 0))
     q = torch.randn(b, n_q, d, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
     kv = torch.randn(b, n_k, d, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
-    lens = torch.arange(b, device=device) % (n_k + 1) if masked else None
-    return model(q, kv, kv, lens)
+    lens = (torch.arange(b) % (n_k + 1)).to(device) if masked else None
+    return q, kv, lens
 
 
-def trace(api, spec: dict) -> dict:
-    """Op counts and FLOPs of one eval-mode forward, for several head counts."""
-    out = {}
-    for h in spec["heads"]:
-        init = dict(spec["init"], num_heads=h)
-        model = build(api, init).eval()
-        shapes = dict(spec["shapes"], d_model=init["d_model"])
-        with torch.no_grad():
-            ops = OpTrace("cpu")
-            with ops:
-                _run_module(model, shapes, torch.float64, "cpu", spec.get("masked", True))
-            flops = FlopCounterMode(display=False)
-            with flops:
-                _run_module(model, shapes, torch.float64, "cpu", spec.get("masked", True))
-        out[str(h)] = {"ops": ops.counts, "flops": int(flops.get_total_flops()),
-                       "params": sum(p.numel() for p in model.parameters())}
-    return out
+def _run_module(model, shapes: dict, dtype, device, masked: bool):
+    q, kv, lens = _inputs(shapes, dtype, device, masked)
+    return plain(model(q, kv, kv, lens), "forward")
 
 
-def _attempt(fn):
+def _attempt(fn) -> dict:
+    """{"value": fn()} (fn builds plain data itself), or what went wrong, as data."""
     try:
-        return {"value": plain(fn(), "the call")}
+        return {"value": fn()}
     except ProbeError as e:
         return {"bad": str(e)}
     except BaseException as e:
         return {"raised": describe(e)}
 
 
+def trace(api, spec: dict) -> dict:
+    """Parameter count, op counts and FLOPs of one eval-mode forward, for several head counts."""
+    out = {}
+    for h in spec["heads"]:
+        init = dict(spec["init"], num_heads=h)
+        model = build(api, init).eval()
+        shapes = dict(spec["shapes"], d_model=init["d_model"])
+        masked = spec.get("masked", True)
+        entry = {"params": int(sum(p.numel() for p in model.parameters()))}
+
+        def run(model=model, shapes=shapes, masked=masked):
+            with torch.no_grad():
+                ops = OpTrace("cpu")
+                with ops:
+                    _run_module(model, shapes, torch.float64, "cpu", masked)
+                flops = FlopCounterMode(display=False)
+                with flops:
+                    _run_module(model, shapes, torch.float64, "cpu", masked)
+            return {"ops": dict(ops.counts), "flops": int(flops.get_total_flops()),
+                    "sync": ops.syncs()}
+        result = _attempt(run)
+        entry.update(result.get("value", result))
+        out[str(h)] = entry
+    return out
+
+
+def _function_calls(device: str, dtype) -> dict:
+    """The masked functions' inputs (length 0 included) on device: {name: (fn name, args)}."""
+    gen = torch.Generator().manual_seed(7)
+    scores = torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64) * 4
+    Q = torch.randn(2, 3, 4, 6, generator=gen, dtype=torch.float64)
+    K = torch.randn(2, 3, 5, 6, generator=gen, dtype=torch.float64)
+    V = torch.randn(2, 3, 5, 6, generator=gen, dtype=torch.float64)
+    lens = torch.tensor([0, 3]).to(device)
+
+    def put(*ts):
+        return [t.to(device=device, dtype=dtype) for t in ts] + [lens]
+    return {"masked_softmax": put(scores), "attention_pool": put(Q, K, V)}
+
+
+def _on(api, part: str, device: str, dtype, init: dict, shapes: dict):
+    """Run one part (the module or a masked function) on device; report what it dispatched."""
+    ops = OpTrace(device)
+    if part == "module":
+        model = build(api, init, dtype=dtype).eval().to(device)
+        q, kv, lens = _inputs(shapes, dtype, device, True)
+        with torch.no_grad(), ops:
+            y = plain(model(q, kv, kv, lens), "forward")
+    else:
+        args = _function_calls(device, dtype)[part]
+        fn = getattr(api, part)
+        with ops:
+            y = plain(fn(*args), part)
+    first = y[0] if _type(y) is tuple and _len(y) else y
+    if _type(first) is not _Tensor:
+        raise ProbeError(f"{part} did not return a tensor")
+    return {"device": first.device.type, "sync": ops.syncs(),
+            "foreign": ops.foreign[:FOREIGN_LIMIT]}
+
+
 def on_device(api, spec: dict) -> dict:
-    """Run the module and the masked functions on another device (meta, or cuda)."""
-    device = spec["device"]
-    init = spec["init"]
+    """Each part runs on the CPU first; only parts that work there are retried on ``device``."""
+    device, init = spec["device"], spec["init"]
     shapes = dict(spec["shapes"], d_model=init["d_model"])
     result = {}
-    model = None
-
-    def module():
-        nonlocal model
-        model = build(api, init).eval().to(device)
-        ops = OpTrace(device)
-        with torch.no_grad(), ops:
-            y = _run_module(model, shapes, torch.float32, device, True)
-        return {"shape": tuple(y.shape), "device": y.device.type, "foreign": ops.foreign[:5],
-                "sync": sorted(set(ops.counts) & SYNC_OPS)}
-
-    def masked():
-        scores = torch.randn(2, 3, 4, 5, device=device)
-        lens = torch.tensor([0, 5], device=device)
-        ops = OpTrace(device)
-        with ops:
-            w = api.masked_softmax(scores, lens)
-            y, _ = api.attention_pool(scores, scores, scores, lens)
-        return {"shape": tuple(w.shape), "device": w.device.type, "foreign": ops.foreign[:5],
-                "sync": sorted(set(ops.counts) & SYNC_OPS)}
-
-    result["module"] = _attempt(module)
-    result["masked"] = _attempt(masked)
+    for part in ("module", "masked_softmax", "attention_pool"):
+        cpu = _attempt(lambda: _on(api, part, "cpu", torch.float32, init, shapes))
+        entry = {"cpu": cpu}
+        if "value" in cpu:
+            entry["device"] = _attempt(lambda: _on(api, part, device, torch.float32, init, shapes))
+        result[part] = entry
     return result
 
 
+def _finite(y) -> dict:
+    y = plain(y, "the call")
+    tensors = [t for t in (y if _type(y) is tuple else (y,)) if _type(t) is _Tensor]
+    if not tensors:
+        raise ProbeError("the call returned no tensor")
+    return {"finite": all(bool(torch.isfinite(t).all()) for t in tensors),
+            "dtype": _str(tensors[0].dtype).removeprefix("torch.")}
+
+
+def _precision_part(api, part: str, mode: str, init: dict, shapes: dict, device: str) -> dict:
+    kind, _, name = mode.partition("-")
+    dtype = getattr(torch, name)
+    autocast = torch.autocast(device, dtype=dtype) if kind == "autocast" else contextlib.nullcontext()
+    cast = torch.float32 if kind == "autocast" else dtype
+    with torch.no_grad(), autocast:
+        if part != "module":
+            return _finite(getattr(api, part)(*_function_calls(device, cast)[part]))
+        model = build(api, init, dtype=cast).eval().to(device)
+        out = _finite(_run_module(model, shapes, cast, device, True))
+    weights = getattr(model, "attention_weights", None)
+    if _type(weights) is _Tensor:
+        out["finite"] = out["finite"] and bool(torch.isfinite(weights).all())
+    return out
+
+
 def low_precision(api, spec: dict) -> dict:
-    """Forward under float16/bfloat16 (autocast and casts), masks with length 0 included."""
+    """The module and the masked functions under autocast and casts, lengths 0 included."""
     init, shapes = spec["init"], dict(spec["shapes"], d_model=spec["init"]["d_model"])
     device = spec.get("device", "cpu")
-    results = {}
-    for mode in spec["modes"]:
-        def run(mode=mode):
-            model = build(api, init, dtype=torch.float32).eval().to(device)
+    return {mode: {part: _attempt(lambda: _precision_part(api, part, mode, init, shapes, device))
+                   for part in ("module", "masked_softmax", "attention_pool")}
+            for mode in spec["modes"]}
+
+
+def on_cuda(api, spec: dict) -> dict:
+    """The GPU run (asked for only where the grader has CUDA): float64 values with the given
+    weights, a forward under CUDA's sync debug mode, its peak memory, and autocast. With
+    spec["device"] = "cpu" the same steps run on the CPU, without the CUDA-only measurements."""
+    device = spec.get("device", "cuda")
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        return {"unavailable": True}
+    init = spec["init"]
+
+    def values():
+        model = build(api, init).to(device)
+        load(model, spec["load"])
+        run = forward(model, spec["run"], device=device)
+        out = {"out_device": run["out"].device.type, "out": run["out"].cpu(),
+               "weights": None if run["weights"] is None else run["weights"].cpu()}
+        for part, args in _function_calls(device, torch.float64).items():
+            y = plain(getattr(api, part)(*args), part)
+            out[part] = tuple(t.cpu() for t in y) if _type(y) is tuple else y.cpu()
+        return out
+
+    def forward_on(sizes: dict, debug: bool = False) -> int:
+        model = build(api, sizes["init"], dtype=torch.float32).eval().to(device)
+        q, kv, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
+                              torch.float32, device, True)
+        if not cuda:
             with torch.no_grad():
-                if mode.startswith("autocast-"):
-                    dtype = getattr(torch, mode.removeprefix("autocast-"))
-                    with torch.autocast(device, dtype=dtype):
-                        y = _run_module(model, shapes, torch.float32, device, True)
-                else:
-                    dtype = getattr(torch, mode.removeprefix("cast-"))
-                    y = _run_module(model.to(dtype), shapes, dtype, device, True)
-            weights = getattr(model, "attention_weights", None)
-            return {"finite": bool(torch.isfinite(y).all()),
-                    "weights_finite": bool(torch.isfinite(weights).all())
-                    if _type(weights) is _Tensor else None,
-                    "dtype": str(y.dtype).removeprefix("torch.")}
-        results[mode] = _attempt(run)
-    return results
+                model(q, kv, kv, lens)
+            return 0
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        if debug:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.no_grad():
+                model(q, kv, kv, lens)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        torch.cuda.synchronize()
+        return int(torch.cuda.max_memory_allocated() - base)
+
+    small = {"init": init, "shapes": spec["shapes"]}
+    shapes = dict(spec["shapes"], d_model=init["d_model"])
+    return {"values": _attempt(values),
+            "sync": _attempt(lambda: {"ok": forward_on(small, debug=True) >= 0}),
+            "memory": _attempt(lambda: {"peak": forward_on(spec["memory"])}),
+            "autocast": {mode: _attempt(lambda: _precision_part(api, "module", mode, init,
+                                                                shapes, device))
+                         for mode in spec.get("autocast", ())}}
 
 
-PROBES = {"call": call, "mha": mha, "mha_raises": mha_raises, "trace": trace,
-          "on_device": on_device, "low_precision": low_precision}
+PROBES = {"call": call, "mha": mha, "mha_raises": mha_raises, "mha_loads": mha_loads,
+          "trace": trace, "on_device": on_device, "low_precision": low_precision,
+          "on_cuda": on_cuda}

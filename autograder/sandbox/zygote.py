@@ -35,6 +35,25 @@ def _warm_up() -> None:
         torch.softmax(x @ x, dim=-1)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.nn.functional.linear(x, x)
+    _warm_up_meta()
+
+
+def _warm_up_meta() -> None:
+    """The structure probes: a masked forward on the meta device (seconds of lazy imports
+    the first time) and the errors they expect there; float16 autocast."""
+    layer, x = torch.nn.Linear(2, 2).to("meta"), torch.ones(1, 2, 2, device="meta")
+    with probes.OpTrace("meta"):
+        scores = layer(x) @ x.transpose(-2, -1)
+        keep = torch.arange(2, device="meta") < torch.tensor([1], device="meta").reshape(-1, 1, 1)
+        torch.softmax(scores.masked_fill(~keep, -1.0), dim=-1).masked_fill(~keep, 0.0)
+    for fails in (lambda: bool(x.sum() > 0), lambda: torch.arange(2) < x):
+        try:
+            fails()
+        except RuntimeError:
+            pass
+    with torch.autocast("cpu", dtype=torch.float16):
+        torch.nn.functional.linear(torch.ones(2, 2), torch.ones(2, 2)).half().masked_fill(
+            torch.ones(2, 2, dtype=torch.bool), -1.0).softmax(-1)
 
 
 _warm_up()

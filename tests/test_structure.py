@@ -1,0 +1,239 @@
+"""The structure checks and diagnoses (SPEC items 3, 4 and 5): distinct heads, cost parity,
+device and precision.
+
+The fixtures in submissions/structure/ are the reference with one change each (their
+docstrings say which). Grading goes through ``Grader``; one grader serves the module.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder import scoring
+from autograder.api import Grader
+from autograder.checks import Probe
+from autograder.checks import evidence as ev
+from autograder.checks import structure
+from autograder.compare import CheckFailed
+
+HERE = Path(__file__).resolve().parent
+OWN = HERE / "submissions" / "structure"
+SOLUTION = HERE.parent / "solutions" / "mha.py"
+SHARED = next((p for p in (Path("/work/shared"), HERE.parent.parent / "shared")
+               if (p / "catalog" / "mutants").is_dir()), None)
+STRUCTURE_CHECKS = {"MultiHeadAttention.distinct", "MultiHeadAttention.init", "cost.params",
+                    "cost.flops", "cost.parallel", "device.meta", "device.sync",
+                    "precision.autocast", "device.cuda"}
+CODES = {"heads.shared-weights", "heads.tiled-block", "heads.unused-block",
+         "heads.identical-init", "cost.python-loop-over-heads", "cost.extra-params",
+         "device.hardcoded-cpu", "device.host-sync", "api.forbidden-sdpa", "proj.qkv-aliased",
+         "mask.fp16-overflow", "dtype.forces-float32"}
+
+
+@pytest.fixture(scope="module")
+def grade():
+    """grade(path) -> Report, through one CPU grader (its zygote takes seconds to start)."""
+    grader = Grader(seed=1, device="cpu")
+    reports = {}
+
+    def run(path, *, stand_in_cuda=False):
+        key = (str(path), stand_in_cuda)
+        if key not in reports:
+            grader.has_cuda = stand_in_cuda           # the CPU stand-in of the GPU path
+            try:
+                reports[key] = grader.grade(path)
+            finally:
+                grader.has_cuda = False
+        return reports[key]
+    yield run
+    grader.close()
+
+
+def by_name(report) -> dict:
+    return {r.name: r for r in report.results}
+
+
+def lost(report) -> set[str]:
+    return {r.name for r in report.results if r.status.value in ("failed", "error")}
+
+
+def codes(report) -> set[str]:
+    return {d.code for d in report.diagnoses}
+
+
+# --------------------------------------------------------------------------------------
+# The reference and correct, unusual submissions
+
+def test_rubric_totals_100_with_the_structure_checks():
+    """Do the default rubric's points add up to exactly 100, structure checks included?"""
+    rubric = scoring.load_rubric()
+    assert sum(rubric.points.values()) == 100
+    assert STRUCTURE_CHECKS <= {name for name, pts in rubric.points.items() if pts > 0}
+
+
+@pytest.mark.parametrize("path", [SOLUTION] + sorted(OWN.glob("correct_*.py"))
+                         + [OWN / "broadcast_scores.py"], ids=lambda p: p.stem)
+def test_correct_code_gets_full_marks_and_no_diagnosis(grade, path):
+    """Is correct code (the reference, einsum + torch.where, chunk/stack, a broadcast product)
+    given every point, with device.cuda skipped and re-scaled, and diagnosed with nothing?"""
+    report = grade(path)
+    assert report.score == pytest.approx(100.0)
+    assert by_name(report)["device.cuda"].status.value == "skipped"
+    assert "skipped: the grading machine has no CUDA device" in by_name(report)["device.cuda"].feedback
+    assert any("rescale" in note for note in report.notes)
+    assert not report.diagnoses, [d.code for d in report.diagnoses]
+
+
+def test_per_head_loop_loses_only_the_parallel_check(grade):
+    """Does a correct per-head Python loop lose cost.parallel alone, with the counts measured?"""
+    report = grade(OWN / "loop_correct.py")
+    assert lost(report) == {"cost.parallel"}
+    feedback = by_name(report)["cost.parallel"].feedback
+    counts = re.search(r"dispatches ([\d, ]+) matmul/softmax kernels", feedback).group(1)
+    assert len(set(counts.split(", "))) == 4                  # one count per head count, growing
+    assert "Python loop" in feedback and "the reference: 7, 7, 7, 7" in feedback
+    assert codes(report) == {"cost.python-loop-over-heads"}
+
+
+# --------------------------------------------------------------------------------------
+# Shared heads, written seven ways
+
+SHARED_VARIANTS = {"shared_expand": "heads.shared-weights", "shared_modulelist": "heads.shared-weights",
+                   "shared_tied": "heads.shared-weights", "shared_param": "heads.shared-weights",
+                   "shared_einsum_block": "heads.tiled-block",
+                   "shared_project_heads": "heads.tiled-block", "shared_mean_block": "heads.tiled-block"}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_VARIANTS))
+def test_shared_weight_variants_are_caught(grade, name):
+    """Does each way of sharing one head's weights lose the distinct-heads points and get
+    the right heads.* code, with feedback that explains M identical heads are one head?"""
+    report = grade(OWN / f"{name}.py")
+    assert by_name(report)["MultiHeadAttention.distinct"].score == 0
+    assert SHARED_VARIANTS[name] in codes(report)
+    assert not codes(report) & {"heads.unused-block", "heads.identical-init", "proj.qkv-aliased"}
+    message = next(d.message for d in report.diagnoses if d.code == SHARED_VARIANTS[name])
+    assert "one head repeated" in message
+
+
+def test_shared_heads_feedback_reports_counts_and_consequence(grade):
+    """Does cost.params report the measured counts and say what shared heads cost?"""
+    feedback = by_name(grade(OWN / "shared_expand.py"))["cost.params"].feedback
+    assert "1024, 640, 448, 352" in feedback and "one head repeated" in feedback
+    feedback = by_name(grade(OWN / "shared_einsum_block.py"))["MultiHeadAttention.distinct"].feedback
+    assert "identical" in feedback and "one head repeated 4 times" in feedback
+
+
+# --------------------------------------------------------------------------------------
+# The other structure mistakes, written unlike the catalogue's
+
+OTHERS = {  # fixture: (code, checks lost; None: value checks fail too, not compared)
+    "identical_init_copy": ("heads.identical-init", {"MultiHeadAttention.init"}),
+    "extra_param_per_head": ("cost.extra-params", {"cost.params"}),
+    "host_sync_guard": ("device.host-sync", {"device.sync"}),
+    "cpu_ones_mask": ("device.hardcoded-cpu", {"device.meta"}),
+    "fill_minus_1e5": ("mask.fp16-overflow", {"precision.autocast"}),
+    "unused_query_blocks": ("heads.unused-block", None),
+    "qk_aliased": ("proj.qkv-aliased", None),
+    "softmax_dtype_float32": ("dtype.forces-float32", None),
+    "sdpa_in_forward": ("api.forbidden-sdpa", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS))
+def test_structure_mistakes_are_diagnosed_alone(grade, name):
+    """Is each mistake diagnosed with its code only, and (where values are right) does it
+    lose exactly the check that sees it?"""
+    code, expected_lost = OTHERS[name]
+    report = grade(OWN / f"{name}.py")
+    assert codes(report) & CODES == {code}
+    assert report.score < 100
+    if expected_lost is not None:
+        assert lost(report) == expected_lost
+
+
+def test_device_feedback_names_cause_and_fix(grade):
+    """Do the device and precision checks say what happened and how to fix it?"""
+    meta = by_name(grade(OWN / "cpu_ones_mask.py"))["device.meta"].feedback
+    assert "meta" in meta and "device=scores.device" in meta
+    sync = by_name(grade(OWN / "host_sync_guard.py"))["device.sync"].feedback
+    assert "_local_scalar_dense" in sync
+    autocast = by_name(grade(OWN / "fill_minus_1e5.py"))["precision.autocast"].feedback
+    assert "float16" in autocast and "finfo" in autocast
+
+
+# --------------------------------------------------------------------------------------
+# The GPU path
+
+def test_cuda_check_runs_on_the_cpu_stand_in(grade):
+    """With the grader told it has CUDA but running on the CPU, does device.cuda run its
+    whole pipeline: pass for the reference, fail for a float16 overflow?"""
+    assert by_name(grade(SOLUTION, stand_in_cuda=True))["device.cuda"].status.value == "passed"
+    result = by_name(grade(OWN / "fill_minus_1e5.py", stand_in_cuda=True))["device.cuda"]
+    assert result.status.value == "failed" and "autocast-float16" in result.feedback
+
+
+def test_a_submission_cannot_turn_the_cuda_check_into_skipped(monkeypatch):
+    """If the grader has CUDA but the submission's process says it has none (e.g. it patched
+    torch.cuda.is_available), does device.cuda fail rather than skip?"""
+    monkeypatch.setattr(ev, "cuda_runs", lambda p: ({"unavailable": True}, {}, {}))
+    probe = Probe(student=None, reference=None, seed=0, has_cuda=True, device="cuda")
+    with pytest.raises(CheckFailed, match="could not use the GPU"):
+        structure.device_cuda(probe)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
+def test_cuda_check_on_a_gpu():
+    """On a GPU: does the reference pass device.cuda, and do a CPU-created mask, a float16
+    overflow and a (batch, heads, n, n, p) broadcast fail it?"""
+    grader = Grader(seed=1, device="cuda")
+    try:
+        assert by_name(grader.grade(SOLUTION))["device.cuda"].status.value == "passed"
+        for name in ("cpu_ones_mask", "fill_minus_1e5", "broadcast_scores"):
+            result = by_name(grader.grade(OWN / f"{name}.py"))["device.cuda"]
+            assert result.status.value == "failed", (name, result.feedback)
+    finally:
+        grader.close()
+
+
+# --------------------------------------------------------------------------------------
+# The shared catalogue (skipped where it is absent)
+
+def _mutants():
+    if SHARED is None:
+        return []
+    return sorted((SHARED / "catalog" / "mutants").glob("*.py"))
+
+
+def _code(path: Path) -> str:
+    found = re.search(r"^# CODE: (\S+)", path.read_text(encoding="utf-8"), re.M)
+    return found.group(1) if found else ""
+
+
+@pytest.mark.skipif(SHARED is None, reason="the shared catalogue (/work/shared or ../shared) is absent")
+@pytest.mark.parametrize("path", [p for p in _mutants() if _code(p) in CODES], ids=lambda p: p.stem)
+def test_catalogue_mutant_is_diagnosed(grade, path):
+    """Does each catalogue mutant of these codes lose points and get its code, and no other
+    of these codes?"""
+    report = grade(path)
+    assert report.score < 100
+    assert codes(report) & CODES == {_code(path)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(SHARED is None, reason="the shared catalogue (/work/shared or ../shared) is absent")
+@pytest.mark.parametrize("path", [p for p in _mutants() if _code(p) not in CODES], ids=lambda p: p.stem)
+def test_other_catalogue_mutants_get_none_of_these_codes(grade, path):
+    """Do the catalogue's other mutants stay free of these codes?"""
+    assert not codes(grade(path)) & CODES
+
+
+@pytest.mark.skipif(SHARED is None, reason="the shared catalogue (/work/shared or ../shared) is absent")
+def test_codes_are_in_the_taxonomy():
+    """Is every code these diagnoses use listed in TAXONOMY.md?"""
+    taxonomy = (SHARED / "catalog" / "TAXONOMY.md").read_text(encoding="utf-8")
+    assert all(f"`{code}`" in taxonomy for code in CODES)
