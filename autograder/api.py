@@ -17,8 +17,14 @@ from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
-LIMITS = {"RLIMIT_AS": 6 << 30, "RLIMIT_CPU": 300, "RLIMIT_NPROC": 64,
-          "RLIMIT_FSIZE": 16 << 20, "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
+LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
+          "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
+#: Memory of one sandbox's processes together, watched by the zygote; on CPU runs also each
+#: process's address space (RLIMIT_AS clashes with CUDA's virtual reservations: STYLE 3.1).
+MEMORY = 4 << 30
+#: Wall-clock limits in seconds, on the grader's clock: importing the submission, one probe,
+#: one group of checks, the whole submission. A Grader copies them (tests shorten them).
+TIMEOUTS = {"import": 20.0, "probe": 15.0, "group": 30.0, "submission": 90.0}
 
 
 class Grader:
@@ -26,6 +32,7 @@ class Grader:
 
     def __init__(self, *, rubric=None, device: str = "auto", public_only: bool = False,
                  seed: int | None = None, hide=()):
+        torch.set_num_threads(1)   # tiny tensors: threads only add overhead (and spin under load)
         self.checks = registry.load_all()
         self.rubric = scoring.load_rubric(rubric, known=set(self.checks))
         self.public_only = public_only
@@ -36,21 +43,20 @@ class Grader:
         self.device = "cuda" if self.has_cuda else "cpu"
         self.hide = [str(PROJECT / d) for d in ("autograder", "solutions", "tests", "assignments",
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]
-        self._zygote: Zygote | None = None
+        self.timeouts = dict(TIMEOUTS)
         self._reference_cache: dict = {}
         # The reference seeds torch's global RNG (probes.build): threads sharing this Grader
         # (autograder.batch) must not interleave there, or the reference values would change.
         self._reference_lock = threading.Lock()
+        self._zygote = Zygote(hide=self.hide, memory_bytes=MEMORY)   # boots in the background
+        probes.warm_up()       # meanwhile: the reference side's lazy imports (seconds, once)
 
     @property
     def zygote(self) -> Zygote:
-        if self._zygote is None:
-            self._zygote = Zygote()
         return self._zygote
 
     def close(self) -> None:
-        if self._zygote is not None:
-            self._zygote.close()
+        self._zygote.close()
 
     def selected(self):
         return [c for c in self.checks.values() if self.rubric.enabled(c.name)
@@ -74,14 +80,20 @@ class Grader:
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
+        elif sandbox and not sandbox.names:
+            notes.insert(0, "the submission defines none of the API names ("
+                         + ", ".join(submission.API) + "), so every check errs")
         return Report(sub.name, tuple(results), tuple(found), self.seed, tuple(notes))
 
     def _sandbox(self, sub) -> Sandbox | None:
         if sub.problem:
             return None
-        config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": LIMITS,
-                  "host_uid": os.getuid(), "host_gid": os.getgid()}
-        return Sandbox(self.zygote, sub.source, "mha.py", config)
+        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=MEMORY)
+        config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
+                  "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+        t = self.timeouts
+        return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
+                       probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
 
     def _probe(self, sub, sandbox) -> registry.Probe:
         observations: dict = {}
@@ -106,7 +118,8 @@ class Grader:
                                                                      **copy.deepcopy(kwargs))
                 return self._reference_cache[key]
 
-        names = None if sandbox is None else sandbox.names
+        # A submission that could not be imported: every check gets the import's message.
+        names = None if sandbox is None or sandbox.load_problem else sandbox.names
         return registry.Probe(student=registry.Side(student, names),
                               reference=registry.Side(reference), seed=self.seed,
                               has_cuda=self.has_cuda, device=self.device,

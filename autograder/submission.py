@@ -8,10 +8,15 @@ from __future__ import annotations
 import ast
 import json
 import os
-from dataclasses import dataclass, field
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import archives
+
 MAX_BYTES = 2 << 20                 #: a submission's source above this is refused
+MAX_NOTEBOOK_BYTES = 32 << 20       #: a notebook may carry outputs (plots), so more
 API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
        "masked_softmax", "attention_pool", "MultiHeadAttention")
 
@@ -32,51 +37,91 @@ class Submission:
 
 def load(path: str | os.PathLike) -> Submission:
     path = Path(path)
+    if path.is_file() and archives.is_archive(path):
+        return _load_archive(path)
+    notes: tuple[str, ...] = ()
     if path.is_dir():
-        path = _find_in_folder(path)
+        path, notes, problem = _find_in_folder(path)
+        if problem:
+            return Submission(name=path.name, path=str(path), source=b"", notes=notes,
+                              problem=problem)
     if not path.is_file():
         raise LoadError(f"{path}: no such file")
     if path.suffix == ".ipynb":
-        return _load_notebook(path)
+        sub = _load_notebook(path)
+        return replace(sub, notes=notes + sub.notes)
     if path.suffix != ".py":
-        raise LoadError(f"{path}: a submission is a .py file, an .ipynb notebook or a folder "
-                        "holding one")
-    data = _read(path)
+        raise LoadError(f"{path}: a submission is a .py file, an .ipynb notebook, a folder "
+                        "holding one, or a .zip/.tar(.gz) archive of such a folder")
+    data = _read(path, MAX_BYTES)
     problem = _compile_problem(data, path.name) if data is not None else \
-        f"{path.name} is larger than {MAX_BYTES // 1024} KiB; submit only your mha.py"
+        f"{path.name} is larger than {MAX_BYTES >> 20} MiB; submit only your mha.py"
     if problem is None and not data.strip():
         problem = f"{path.name} is empty: it defines none of the API names ({', '.join(API)})"
-    return Submission(name=path.name, path=str(path), source=data or b"", problem=problem)
+    return Submission(name=path.name, path=str(path), source=data or b"", notes=notes,
+                      problem=problem)
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, limit: int) -> bytes | None:
     with open(path, "rb") as f:
-        data = f.read(MAX_BYTES + 1)
-    return None if len(data) > MAX_BYTES else data
+        data = f.read(limit + 1)
+    return None if len(data) > limit else data
 
 
-def _find_in_folder(folder: Path) -> Path:
-    """mha.py first, then a single .py or .ipynb; symlinks leading outside are ignored."""
-    root = folder.resolve()
-
-    def inside(p: Path) -> bool:
+def _load_archive(path: Path) -> Submission:
+    """Extract the .py/.ipynb files of an archive into a temporary folder, then load that."""
+    folder = Path(tempfile.mkdtemp(prefix="autograder-archive-"))
+    try:
         try:
-            return p.resolve().is_relative_to(root) and p.is_file()
-        except OSError:
-            return False
-    candidates = [p for p in sorted(folder.rglob("*"))
-                  if p.suffix in (".py", ".ipynb") and inside(p)
-                  and not any(part.startswith(".") or part == "__pycache__"
-                              for part in p.relative_to(folder).parts)
-                  and not p.name.startswith("test")]
+            notes = archives.extract(path, folder, max_file=MAX_NOTEBOOK_BYTES)
+        except archives.ArchiveError as e:
+            return Submission(name=path.name, path=str(path), source=b"", problem=str(e))
+        try:
+            sub = load(folder)
+        except LoadError as e:
+            return Submission(name=path.name, path=str(path), source=b"", notes=tuple(notes),
+                              problem=str(e).replace(str(folder), path.name))
+        inner = Path(sub.path).relative_to(folder)
+        return replace(sub, name=f"{path.name}:{inner}", path=str(path),
+                       notes=tuple(notes) + sub.notes)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _find_in_folder(folder: Path) -> tuple[Path, tuple[str, ...], str | None]:
+    """mha.py first, then a single .py or .ipynb. Links leading outside the folder are not
+    read: a note names them, and if nothing else is left, that is the problem."""
+    root = folder.resolve()
+    candidates, outside = [], []
+    for dirpath, dirnames, filenames in os.walk(folder):        # links to folders not followed
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(filenames):
+            p = Path(dirpath, name)
+            if p.suffix not in (".py", ".ipynb") or name.startswith(("test", ".")):
+                continue
+            try:
+                real = p.resolve()
+            except (OSError, RuntimeError):                     # a link loop
+                outside.append(p)
+                continue
+            if not real.is_relative_to(root):
+                outside.append(p)
+            elif p.is_file():
+                candidates.append(p)
+    notes = tuple(f"{p.relative_to(folder)} was not read: it is a symbolic link to a file "
+                  "outside the submission's folder" for p in outside[:5])
     for preferred in ("mha.py", "mha.ipynb"):
         for p in candidates:
             if p.name == preferred:
-                return p
+                return p, notes, None
     notebooks = [p for p in candidates if p.suffix == ".ipynb"]
     pick = notebooks or candidates
     if len(pick) == 1:
-        return pick[0]
+        return pick[0], notes, None
+    if not pick and outside:
+        return outside[0], notes, (f"{outside[0].name} is a symbolic link to a file outside the "
+                                   "submission's folder, so it was not read; submit the file "
+                                   "itself, not a link to it")
     if not pick:
         raise LoadError(f"{folder}: holds no .py or .ipynb submission")
     raise LoadError(f"{folder}: holds several candidates ({', '.join(p.name for p in pick[:5])}); "
@@ -87,21 +132,36 @@ def _compile_problem(data: bytes, filename: str) -> str | None:
     try:
         compile(data, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
-        return _syntax_message(e, filename)
+        return _syntax_message(e, filename, data)
     except (ValueError, UnicodeDecodeError) as e:         # NUL bytes, bad encodings
         return f"{filename} could not be read as Python: {e}"
+    except (RecursionError, MemoryError):                 # absurdly nested expressions
+        return f"{filename} is too deeply nested for Python to compile"
     return None
 
 
-def _syntax_message(e: SyntaxError, filename: str) -> str:
+def _utf8_problem(data: bytes) -> tuple[int, int, int] | None:
+    """(offset, line, byte) of the first byte that is not valid UTF-8, if any."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start, data.count(b"\n", 0, e.start) + 1, data[e.start]
+    return None
+
+
+def _syntax_message(e: SyntaxError, filename: str, data: bytes = b"") -> str:
     reason = e.msg or "invalid syntax"
     if "utf-8" in reason.lower() or "non-utf-8" in reason.lower() or "decode" in reason.lower():
-        where = f" (line {e.lineno})" if e.lineno else ""
-        return (f"{filename} is not valid UTF-8 text{where}: {reason}. Save the file as UTF-8 "
-                "(most editors: 'Save with encoding' → UTF-8) and submit it again.")
+        bad = _utf8_problem(data)
+        where = (f": byte 0x{bad[2]:02X} at offset {bad[0]} (line {bad[1]}) is not UTF-8"
+                 if bad else f" (line {e.lineno})" if e.lineno else "")
+        return (f"{filename} is not valid UTF-8 text{where}. Python refuses to run it. Save "
+                "the file as UTF-8 (most editors: 'Save with encoding' → UTF-8) and submit it "
+                "again.")
     line = (e.text or "").strip()
     shown = f"\n    {line[:120]}" if line else ""
-    return (f"syntax error in {filename}, line {e.lineno}: {reason}{shown}\n"
+    line_no = f", line {e.lineno}" if e.lineno else ""
+    return (f"syntax error in {filename}{line_no}: {reason}{shown}\n"
             "Python cannot import the file, so no check could run; fix this line and submit again.")
 
 
@@ -109,9 +169,11 @@ def _syntax_message(e: SyntaxError, filename: str) -> str:
 # Notebooks
 
 def _load_notebook(path: Path) -> Submission:
-    data = _read(path)
+    data = _read(path, MAX_NOTEBOOK_BYTES)
     if data is None:
-        return Submission(path.name, str(path), b"", problem=f"{path.name} is too large")
+        return Submission(path.name, str(path), b"", problem=(
+            f"{path.name} is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB; clear its outputs "
+            "(Kernel → Restart & Clear Output), save it and submit it again"))
     try:
         nb = json.loads(data.decode("utf-8"))
         cells = nb["cells"]
@@ -122,7 +184,7 @@ def _load_notebook(path: Path) -> Submission:
             f"{path.name} is not a valid notebook (not JSON with a list of cells). Open it in "
             "Jupyter, save it again, and resubmit the .ipynb file."))
     graded = any(_nbgrader(c).get("solution") for c in cells if isinstance(c, dict))
-    kept, notes, ids = [], [], []
+    kept, notes, ids = [], _cell_problems(cells), []
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -132,7 +194,7 @@ def _load_notebook(path: Path) -> Submission:
         if not graded and _looks_like_test(cell):
             continue
         code, dropped = _strip_magics(_text(cell.get("source", "")))
-        label = meta.get("grade_id") or f"cell {index + 1}"
+        label = _label(meta.get("grade_id")) or f"cell {index + 1}"
         if dropped:
             notes.append(f"{label}: dropped {dropped} IPython magic or shell line(s); they are "
                          "never run by the grader")
@@ -145,6 +207,37 @@ def _load_notebook(path: Path) -> Submission:
     source = "\n".join(kept).encode()
     problem = None if kept else f"{path.name} has no code cell that could be graded"
     return Submission(path.name, str(path), source, tuple(notes), problem, tuple(ids))
+
+
+def _label(grade_id) -> str:
+    """A grade_id fit for a comment line and a message: one short printable line."""
+    text = grade_id if isinstance(grade_id, str) else ""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:60]
+
+
+def _cell_problems(cells: list) -> list[str]:
+    """Notes on cells that are not what a notebook holds: they are left out, or read as is."""
+    notes, seen = [], {}
+    for index, cell in enumerate(cells):
+        where = f"cell {index + 1}"
+        if not isinstance(cell, dict):
+            notes.append(f"{where} is not a notebook cell (a {type(cell).__name__}); left out")
+            continue
+        kind = cell.get("cell_type")
+        if kind not in ("code", "markdown", "raw"):
+            notes.append(f"{where} has an unknown cell type {str(kind)[:20]!r}; left out")
+        elif kind != "code" and any(f"def {n}" in _text(cell.get("source", "")) or
+                                    f"class {n}" in _text(cell.get("source", "")) for n in API):
+            notes.append(f"{where} is a {kind} cell that holds code; only code cells are "
+                         "graded, so change its type to Code")
+        cell_id = cell.get("id")
+        if isinstance(cell_id, str) and cell_id in seen:
+            notes.append(f"cells {seen[cell_id]} and {index + 1} have the same id "
+                         f"{_label(cell_id)!r} (a notebook's cell ids must be unique; was it "
+                         "merged by hand?); both were read")
+        elif isinstance(cell_id, str):
+            seen[cell_id] = index + 1
+    return notes[:20]
 
 
 def _nbgrader(cell: dict) -> dict:

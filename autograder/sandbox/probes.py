@@ -28,6 +28,44 @@ MESSAGE_LIMIT = 400
 PARAM_ROLES = ("W_q", "W_k", "W_v", "W_o")
 
 
+class DispatchMode(TorchDispatchMode):
+    """A dispatch mode without torch's ``_disable_dynamo`` wrapper: that wrapper imports
+    torch._dynamo on first use (seconds, ~800 modules, a bigger process to fork), and
+    nothing here is ever compiled."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+
+def _unwrap_flop_counter() -> None:
+    """The same for the dispatch mode inside FlopCounterMode (torch internals: best effort)."""
+    try:
+        from torch.utils.flop_counter import _FlopCounterMode
+        raw = getattr(_FlopCounterMode.__dict__["__torch_dispatch__"], "__wrapped__", None)
+        if raw is not None:
+            setattr(raw, "__dynamo_disable", raw)
+    except (ImportError, KeyError, AttributeError):
+        pass
+
+
+_unwrap_flop_counter()
+
+
+def warm_up() -> None:
+    """Run once what the probes run, so that torch's lazy imports and one-time set-ups
+    (sympy for a backward with a given gradient, autocast, dispatch modes) happen now: in
+    the zygote before it forks, in the grader while the zygote starts."""
+    x = torch.ones(2, 2, dtype=torch.float64, requires_grad=True)
+    with OpTrace("cpu"), FlopCounterMode(display=False):
+        y = torch.softmax(x @ x, dim=-1)
+    y.backward(torch.ones_like(y))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.nn.functional.linear(x.detach().float(), x.detach().float())
+    layer = torch.nn.Linear(2, 2).double()
+    torch.nn.functional.dropout(layer(x.detach()), 0.5).sum().backward()
+
+
 class ProbeError(Exception):
     """The implementation cannot be probed this way; the message says why, for the student."""
 
@@ -229,7 +267,7 @@ def mha_loads(api, spec: dict) -> dict:
     return {"params": parameters(model), "runs": runs}
 
 
-class OpTrace(TorchDispatchMode):
+class OpTrace(DispatchMode):
     """Counts the aten operators dispatched, and notes host syncs and CPU tensors."""
 
     def __init__(self, device: str):

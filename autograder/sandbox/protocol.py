@@ -16,7 +16,7 @@ import struct
 
 import torch
 
-MAX_FRAME = 256 << 20        #: bytes in one frame, header and tensors together
+MAX_FRAME = 64 << 20         #: bytes in one frame, header and tensors together
 MAX_HEADER = 4 << 20         #: bytes of JSON in one frame
 MAX_DEPTH = 12
 MAX_ITEMS = 100_000          #: elements of one list, tuple or dict
@@ -70,8 +70,8 @@ def _encode(value, blobs, depth):
 def decode(header: bytes, blobs: list[bytes]):
     try:
         tree = json.loads(header)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"bad JSON header: {e}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:   # deep nesting included
+        raise ProtocolError(f"bad JSON header: {type(e).__name__}") from None
     return _decode(tree, blobs, 0)
 
 
@@ -127,6 +127,8 @@ def _decode_tensor(body, blobs):
     if numel * itemsize != len(data):
         raise ProtocolError(f"tensor of shape {shape} and dtype {body['dtype']} needs "
                             f"{numel * itemsize} bytes, got {len(data)}")
+    if dtype is torch.bool and data.translate(None, b"\x00\x01"):
+        raise ProtocolError("a bool tensor holds bytes other than 0 and 1")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
@@ -146,7 +148,7 @@ def unpack(body: bytes):
     try:
         header, sizes_line, rest = body.split(b"\n", 2)
         sizes = json.loads(sizes_line)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ProtocolError("malformed frame") from None
     if (len(header) > MAX_HEADER or not isinstance(sizes, list)
             or not all(type(s) is int and s >= 0 for s in sizes) or sum(sizes) != len(rest)):

@@ -2,16 +2,23 @@
 
 Started by the grader as a fresh, isolated interpreter (``python -I``) whose path holds
 only this folder, so it holds nothing secret: no reference, no hidden check, no expected
-value, no other submission's channel. It never runs tensor code itself (OpenMP and
-fork do not mix), and it never reuses a sandbox for a second submission.
+value, no submission, no other submission's channel (each sandbox's socket is made here
+but handed to the grader and closed at once). It never runs tensor code after its
+warm-up (OpenMP and fork do not mix), never initialises CUDA, and never reuses a sandbox.
+
+As root it also builds, once, the read-only root every sandbox runs in (``jail.build``)
+and gives each sandbox its own PID namespace: when the sandbox's first process dies, the
+kernel kills every process it left behind, wherever it went.
 
 Control protocol (a Unix socket from the grader): one JSON line per message.
   grader -> zygote  {"op": "fork", "config": {...}}  -> {"pid": N, "uid": U} + 3 fds
                     {"op": "kill", "pid": N}
-  zygote -> grader  {"exited": N, "status": S}       (S: exit code, or -signal)
+  zygote -> grader  {"exited": N, "status": S, "reason": R}   (S: exit code, or -signal;
+                    R: "memory" when the zygote killed it for its memory, else null)
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -23,53 +30,41 @@ os.environ["OMP_NUM_THREADS"] = "1"
 import torch  # noqa: E402  (after the thread settings)
 
 torch.set_num_threads(1)
-import probes  # noqa: E402,F401  (imported here so that forked sandboxes need no file access)
+import jail  # noqa: E402
+import probes  # noqa: E402  (imported here so that forked sandboxes need no file access)
 import protocol  # noqa: E402,F401
 import worker  # noqa: E402
 
-def _warm_up() -> None:
-    """Import now what the probes import lazily, so a sandbox needs no file access for it."""
-    import torch._dynamo  # noqa: F401
-    x = torch.ones(2, 2)
-    with probes.OpTrace("cpu"), probes.FlopCounterMode(display=False):
-        torch.softmax(x @ x, dim=-1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        torch.nn.functional.linear(x, x)
-    _warm_up_meta()
-
-
-def _warm_up_meta() -> None:
-    """The structure probes: a masked forward on the meta device (seconds of lazy imports
-    the first time) and the errors they expect there; float16 autocast."""
-    layer, x = torch.nn.Linear(2, 2).to("meta"), torch.ones(1, 2, 2, device="meta")
-    with probes.OpTrace("meta"):
-        scores = layer(x) @ x.transpose(-2, -1)
-        keep = torch.arange(2, device="meta") < torch.tensor([1], device="meta").reshape(-1, 1, 1)
-        torch.softmax(scores.masked_fill(~keep, -1.0), dim=-1).masked_fill(~keep, 0.0)
-    for fails in (lambda: bool(x.sum() > 0), lambda: torch.arange(2) < x):
-        try:
-            fails()
-        except RuntimeError:
-            pass
-    with torch.autocast("cpu", dtype=torch.float16):
-        torch.nn.functional.linear(torch.ones(2, 2), torch.ones(2, 2)).half().masked_fill(
-            torch.ones(2, 2, dtype=torch.bool), -1.0).softmax(-1)
-
-
-_warm_up()
 UID_BASE = 1_700_000_000
+TICK = 0.05                  #: seconds between two looks at the children
+SCAN_EVERY = 10              #: ticks between two scans of every process, for memory
 
 
 class Zygote:
-    def __init__(self, control: socket.socket):
+    def __init__(self, control: socket.socket, options: dict):
         self.control = control
         self.children: dict[int, int] = {}       # pid -> uid
+        self.killed_for_memory: set[int] = set()
         self.counter = 0
         self.buffer = b""
+        self.ticks = 0
+        self.memory = int(options.get("memory_bytes", 0))
+        self.root = os.geteuid() == 0
+        self.notes: list[str] = []
+        self.root_ready = False
+        self.own_pid_ns = None
+        if self.root:
+            try:
+                jail.private_namespace()
+                jail.build(options.get("hide", []))
+                self.root_ready = True
+            except (jail.JailError, OSError) as e:
+                self.notes.append(f"reduced isolation: the sandbox's root could not be built ({e})")
+            self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
 
     def run(self) -> None:
         while True:
-            ready, _, _ = select.select([self.control], [], [], 0.05)
+            ready, _, _ = select.select([self.control], [], [], TICK)
             if ready:
                 data = self.control.recv(65536)
                 if not data:
@@ -79,6 +74,7 @@ class Zygote:
                     line, self.buffer = self.buffer.split(b"\n", 1)
                     self.handle(json.loads(line))
             self.reap()
+            self.watch_memory()
         for pid in list(self.children):
             self.kill(pid)
 
@@ -91,17 +87,24 @@ class Zygote:
     def fork(self, config: dict) -> None:
         self.counter += 1
         uid = UID_BASE + (os.getpid() % 100_000) * 1000 + self.counter % 1000
-        config = dict(config, uid=uid)
         parent_end, child_end = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        pid = os.fork()
+        pid_ns = self.own_pid_ns is not None and jail.unshare(jail.CLONE_NEWPID)
+        config = dict(config, uid=uid, root_ready=self.root_ready, pid_namespace=pid_ns,
+                      zygote_notes=self.notes)
+        try:
+            pid = os.fork()
+        except OSError:
+            self._own_pid_namespace(pid_ns)
+            raise
         if pid == 0:
             self.control.close()
             parent_end.close()
             os.close(out_r)
             os.close(err_r)
             worker.child_main(child_end, out_w, err_w, config)
+        self._own_pid_namespace(pid_ns)
         child_end.close()
         os.close(out_w)
         os.close(err_w)
@@ -112,29 +115,59 @@ class Zygote:
         os.close(out_r)
         os.close(err_r)
 
+    def _own_pid_namespace(self, changed: bool) -> None:
+        """After a sandbox's fork: the zygote's later children go in its own namespace again."""
+        if changed:
+            jail.libc.setns(self.own_pid_ns, jail.CLONE_NEWPID)
+
     def kill(self, pid: int) -> None:
         uid = self.children.get(pid)
         if uid is None:
             return
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.sweep(uid)
+        for kill in (os.kill, os.killpg):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.own_pid_ns is None and self.root:
+            self.sweep(uid)
 
     def sweep(self, uid: int) -> None:
-        """Kill every process the sandbox's user still has, wherever it went."""
-        if os.geteuid() != 0:
+        """Without a PID namespace: kill every process the sandbox's user still has."""
+        for _ in range(20):
+            found = [pid for pid, owner, _ in _processes() if owner == uid]
+            if not found:
+                return
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def watch_memory(self) -> None:
+        """Kill a sandbox whose processes together hold more memory than allowed.
+
+        Each tick looks at each sandbox's first process; every SCAN_EVERY ticks, at all
+        processes by user. Forked children share pages, so a sum of resident sizes that
+        looks too large is confirmed with proportional sizes (PSS) before killing."""
+        self.ticks += 1
+        if not self.memory or not self.children:
             return
-        helper = os.fork()
-        if helper == 0:
-            try:
-                os.setgid(uid)
-                os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(helper, 0)
+        if self.ticks % SCAN_EVERY == 0:
+            pids: dict[int, list[int]] = {}
+            totals: dict[int, int] = {}
+            for pid, owner, rss in _processes():
+                pids.setdefault(owner, []).append(pid)
+                totals[owner] = totals.get(owner, 0) + rss
+            for uid, total in totals.items():
+                if total > self.memory and len(pids[uid]) > 1:
+                    totals[uid] = sum(_pss(pid) for pid in pids[uid])
+        else:
+            totals = {uid: _rss(pid) for pid, uid in self.children.items()}
+        for pid, uid in list(self.children.items()):
+            if totals.get(uid, 0) > self.memory and pid not in self.killed_for_memory:
+                self.killed_for_memory.add(pid)
+                self.kill(pid)
 
     def reap(self) -> None:
         while self.children:
@@ -147,20 +180,63 @@ class Zygote:
             uid = self.children.pop(pid, None)
             if uid is None:
                 continue
-            self.sweep(uid)
+            if self.own_pid_ns is None and self.root:
+                self.sweep(uid)
+            reason = "memory" if pid in self.killed_for_memory else None
+            self.killed_for_memory.discard(pid)
             code = os.waitstatus_to_exitcode(status)
-            self.control.sendall(json.dumps({"exited": pid, "status": code}).encode() + b"\n")
+            self.control.sendall(json.dumps({"exited": pid, "status": code,
+                                             "reason": reason}).encode() + b"\n")
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _processes():
+    """(pid, real uid, resident bytes) of every process we can see."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+            uid = int(fields[b"Uid"].split()[0])
+            rss = int(fields.get(b"VmRSS", b"0 kB").split()[0]) * 1024
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+        yield int(name), uid, rss
 
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
+    options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     try:
         import ctypes
         ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # die with the grader
     except OSError:
         pass
+    probes.warm_up()
+    zygote = Zygote(control, options)
+    gc.collect()
+    gc.freeze()                # children touch fewer shared pages (copy-on-write)
     control.sendall(b'{"ready": true}\n')
-    Zygote(control).run()
+    zygote.run()
 
 
 if __name__ == "__main__":
