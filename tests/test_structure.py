@@ -15,7 +15,7 @@ import torch
 from autograder import scoring
 from autograder.api import Grader
 from autograder.checks import Probe
-from autograder.checks import evidence as ev
+from autograder.checks import evidence_device as evd
 from autograder.checks import structure
 from autograder.compare import CheckFailed
 
@@ -179,7 +179,7 @@ def test_cuda_check_runs_on_the_cpu_stand_in(grade):
 def test_a_submission_cannot_turn_the_cuda_check_into_skipped(monkeypatch):
     """If the grader has CUDA but the submission's process says it has none (e.g. it patched
     torch.cuda.is_available), does device.cuda fail rather than skip?"""
-    monkeypatch.setattr(ev, "cuda_runs", lambda p: ({"unavailable": True}, {}, {}))
+    monkeypatch.setattr(evd, "cuda_runs", lambda p: ({"unavailable": True}, {}, {}))
     probe = Probe(student=None, reference=None, seed=0, has_cuda=True, device="cuda")
     with pytest.raises(CheckFailed, match="could not use the GPU"):
         structure.device_cuda(probe)

@@ -3,13 +3,14 @@ precision (SPEC, "What the autograder holds a submission to", items 3, 4 and 5).
 
 The data come from probes (``trace``, ``mha_loads``, ``on_device``, ``low_precision``,
 ``on_cuda``); they are gathered once per submission by the helpers in ``evidence`` and
-shared with the diagnoses. Every verdict is made here, from those data.
+``evidence_device`` and shared with the diagnoses. Every verdict is made here, from those data.
 """
 from __future__ import annotations
 
 from ..compare import CheckFailed, expect_close
 from . import Probe, check
 from . import evidence as ev
+from . import evidence_device as evd
 
 HEADS_CHECKS = ["MultiHeadAttention.params"]
 WORKS = ["MultiHeadAttention.values", "MultiHeadAttention.masked"]
@@ -69,7 +70,7 @@ def mha_init(p: Probe) -> None:
     for c, seed, role, pairs in ev.identical_init(p):
         j, k = pairs[0]
         raise CheckFailed(
-            f"{c.describe()}, built with torch.manual_seed({seed}): right after construction "
+            f"{ev.constructor(c)}, built with torch.manual_seed({seed}): right after construction "
             f"head blocks {j} and {k} of {role}.weight are identical ({len(pairs)} identical pair(s) "
             "in all). Heads that start from the same values get the same gradients and never "
             f"diverge, {SAME_HEADS.format(h=c.num_heads)}. Let nn.Linear initialise the whole "
@@ -138,7 +139,7 @@ def cost_parallel(p: Probe) -> None:
 def device_meta(p: Probe) -> None:
     """The module and the masked functions run wherever their inputs are: on the meta device
     (the CPU stand-in for a GPU) they create no CPU tensor and raise no device error."""
-    for part, problem in ev.device_problems(p):
+    for part, problem in evd.device_problems(p):
         raise CheckFailed(f"{part} works on the CPU but not with its inputs on another device "
                           f"(the meta device stands in for a GPU here): {problem}. A tensor is "
                           "created on a fixed (CPU) device: create helper tensors on the inputs' "
@@ -149,7 +150,7 @@ def device_meta(p: Probe) -> None:
 def device_sync(p: Probe) -> None:
     """Forward and the masked functions force no host synchronisation (.item(), bool(tensor),
     boolean-mask indexing, ...): on a GPU each one stalls until the device is done."""
-    for part, ops in ev.host_syncs(p):
+    for part, ops in evd.host_syncs(p):
         raise CheckFailed(f"{part} reads tensor data on the host ({', '.join(ops)}), e.g. a "
                           "Python if/bool/int/float/.item() on a tensor's value; on a GPU every "
                           "such read waits for the device to finish. Keep the decision on the "
@@ -161,7 +162,7 @@ def device_sync(p: Probe) -> None:
 def precision_autocast(p: Probe) -> None:
     """Under float16/bfloat16 autocast and casts, with masks that include length 0, forward and
     the masked functions stay finite wherever they are finite in float32 (SPEC item 5)."""
-    failures = ev.precision_failures(p)
+    failures = evd.precision_failures(p)
     if failures:
         lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in failures[:4])
         hint = (" A mask constant such as -1e9 does not fit in float16 (largest 65504): fill with "
@@ -175,29 +176,29 @@ def precision_autocast(p: Probe) -> None:
 def device_cuda(p: Probe) -> None:
     """On the GPU: values match the float64 reference, no sync under CUDA's sync debug mode,
     peak memory within a small factor of the reference's, finite under autocast (SPEC item 5)."""
-    student, ref, expected = ev.cuda_runs(p)
+    student, ref, expected = evd.cuda_runs(p)
     if student.get("unavailable"):
         raise CheckFailed("the submission's process could not use the GPU (it reported "
                           "torch.cuda.is_available() == False); this check needs it")
-    values = ev.expect_ran(student, "values", "forward on the GPU")
+    values = evd.expect_ran(student, "values", "forward on the GPU")
     if values.get("out_device") != p.device:
         raise CheckFailed(f"forward on the GPU returned a tensor on {values.get('out_device')}: "
                           "keep the output on the inputs' device")
     for key, label in (("out", "output"), ("weights", "attention_weights"),
                        ("masked_softmax", "masked_softmax"), ("attention_pool", "attention_pool")):
-        expect_close(actual=ev.first(values.get(key)), expected=ev.first(expected[key]),
+        expect_close(actual=evd.first(values.get(key)), expected=evd.first(expected[key]),
                      what=f"{label} on the GPU (float64)", rtol=1e-7, atol=1e-9)
-    ev.expect_ran(student, "sync", "forward under torch.cuda.set_sync_debug_mode('error')")
-    peak = ev.expect_ran(student, "memory", "the peak-memory run")["peak"]
-    allowed = ev.MEMORY_FACTOR * ref["memory"]["value"]["peak"] + ev.MEMORY_SLACK
+    evd.expect_ran(student, "sync", "forward under torch.cuda.set_sync_debug_mode('error')")
+    peak = evd.expect_ran(student, "memory", "the peak-memory run")["peak"]
+    allowed = evd.MEMORY_FACTOR * ref["memory"]["value"]["peak"] + evd.MEMORY_SLACK
     if peak > allowed:
-        raise CheckFailed(f"{ev.describe_memory()}: peak GPU memory {peak / 2**20:.1f} MiB, the "
+        raise CheckFailed(f"{evd.describe_memory()}: peak GPU memory {peak / 2**20:.1f} MiB, the "
                           f"reference's {ref['memory']['value']['peak'] / 2**20:.1f} MiB (allowed "
                           f"{allowed / 2**20:.1f} MiB). Something much larger than the (batch, "
                           "heads, n_q, n_k) scores is materialised, e.g. a (batch, heads, n_q, "
                           "n_k, p) broadcast product: use matmul (Q @ K.transpose(-2, -1)).")
-    for mode in ev.CUDA_AUTOCAST:
-        run = ev.expect_ran(student.get("autocast") or {}, mode, f"forward under {mode} on the GPU")
+    for mode in evd.CUDA_AUTOCAST:
+        run = evd.expect_ran(student.get("autocast") or {}, mode, f"forward under {mode} on the GPU")
         if not run["finite"]:
             raise CheckFailed(f"forward under {mode} on the GPU gives non-finite values (masks "
                               "with length 0 included); fill masks with torch.finfo(dtype).min")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..checks import evidence as ev
+from ..checks import evidence_device as evd
 from . import diagnosis
 
 H = ev.HEADS_CONFIG.num_heads
@@ -72,7 +73,7 @@ def identical_init(p, results):
         return None
     c, seed, role = found[0]
     return (f"right after construction every head block of {role}.weight is the same "
-            f"({c.describe()}, seed {seed}); identical heads get identical gradients and never "
+            f"({ev.constructor(c)}, seed {seed}); identical heads get identical gradients and never "
             "diverge. Let nn.Linear initialise the whole weight; do not re-seed per head.")
 
 
@@ -99,7 +100,7 @@ def extra_params(p, results):
 
 @diagnosis("device.hardcoded-cpu")
 def hardcoded_cpu(p, results):
-    found = ev.device_problems(p)
+    found = evd.device_problems(p)
     if not found:
         return None
     part, what = found[0]
@@ -110,7 +111,7 @@ def hardcoded_cpu(p, results):
 
 @diagnosis("device.host-sync")
 def host_sync(p, results):
-    found = ev.host_syncs(p)
+    found = evd.host_syncs(p)
     if not found:
         return None
     part, ops = found[0]
@@ -138,7 +139,7 @@ def qkv_aliased(p, results):
 
 @diagnosis("mask.fp16-overflow")
 def fp16_overflow(p, results):
-    failures = ev.precision_failures(p)
+    failures = evd.precision_failures(p)
     bf16 = {part for mode, part, _ in failures if "bfloat16" in mode}
     fp16 = [(mode, part, what) for mode, part, what in failures
             if mode.endswith("-float16") and part not in bf16]

@@ -435,54 +435,57 @@ def low_precision(api, spec: dict) -> dict:
             for mode in spec["modes"]}
 
 
-def on_cuda(api, spec: dict) -> dict:
-    """The GPU run (asked for only where the grader has CUDA): float64 values with the given
-    weights, a forward under CUDA's sync debug mode, its peak memory, and autocast. With
-    spec["device"] = "cpu" the same steps run on the CPU, without the CUDA-only measurements."""
-    device = spec.get("device", "cuda")
+def _cuda_values(api, spec: dict, device: str) -> dict:
+    """Forward with the given weights and the masked functions, in float64 on device."""
+    model = build(api, spec["init"]).to(device)
+    load(model, spec["load"])
+    run = forward(model, spec["run"], device=device)
+    out = {"out_device": run["out"].device.type, "out": run["out"].cpu(),
+           "weights": None if run["weights"] is None else run["weights"].cpu()}
+    for part, args in _function_calls(device, torch.float64).items():
+        y = plain(getattr(api, part)(*args), part)
+        out[part] = tuple(t.cpu() for t in y) if _type(y) is tuple else y.cpu()
+    return out
+
+
+def _cuda_forward(api, sizes: dict, device: str, debug: bool = False) -> int:
+    """One float32 masked forward; on CUDA its peak memory in bytes, optionally under the
+    sync debug mode (a host sync then raises)."""
+    model = build(api, sizes["init"], dtype=torch.float32).eval().to(device)
+    q, kv, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
+                          torch.float32, device, True)
     cuda = device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        return {"unavailable": True}
-    init = spec["init"]
-
-    def values():
-        model = build(api, init).to(device)
-        load(model, spec["load"])
-        run = forward(model, spec["run"], device=device)
-        out = {"out_device": run["out"].device.type, "out": run["out"].cpu(),
-               "weights": None if run["weights"] is None else run["weights"].cpu()}
-        for part, args in _function_calls(device, torch.float64).items():
-            y = plain(getattr(api, part)(*args), part)
-            out[part] = tuple(t.cpu() for t in y) if _type(y) is tuple else y.cpu()
-        return out
-
-    def forward_on(sizes: dict, debug: bool = False) -> int:
-        model = build(api, sizes["init"], dtype=torch.float32).eval().to(device)
-        q, kv, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
-                              torch.float32, device, True)
-        if not cuda:
-            with torch.no_grad():
-                model(q, kv, kv, lens)
-            return 0
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         if debug:
             torch.cuda.set_sync_debug_mode("error")
-        try:
-            with torch.no_grad():
-                model(q, kv, kv, lens)
-        finally:
+    try:
+        with torch.no_grad():
+            model(q, kv, kv, lens)
+    finally:
+        if cuda:
             torch.cuda.set_sync_debug_mode(0)
-        torch.cuda.synchronize()
-        return int(torch.cuda.max_memory_allocated() - base)
+    if not cuda:
+        return 0
+    torch.cuda.synchronize()
+    return int(torch.cuda.max_memory_allocated() - base)
 
-    small = {"init": init, "shapes": spec["shapes"]}
-    shapes = dict(spec["shapes"], d_model=init["d_model"])
-    return {"values": _attempt(values),
-            "sync": _attempt(lambda: {"ok": forward_on(small, debug=True) >= 0}),
-            "memory": _attempt(lambda: {"peak": forward_on(spec["memory"])}),
-            "autocast": {mode: _attempt(lambda: _precision_part(api, "module", mode, init,
+
+def on_cuda(api, spec: dict) -> dict:
+    """The GPU run (asked for only where the grader has CUDA): float64 values with the given
+    weights, a forward under CUDA's sync debug mode, its peak memory, and autocast. With
+    spec["device"] = "cpu" the same steps run on the CPU, without the CUDA-only measurements."""
+    device = spec.get("device", "cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        return {"unavailable": True}
+    small = {"init": spec["init"], "shapes": spec["shapes"]}
+    shapes = dict(spec["shapes"], d_model=spec["init"]["d_model"])
+    return {"values": _attempt(lambda: _cuda_values(api, spec, device)),
+            "sync": _attempt(lambda: {"ok": _cuda_forward(api, small, device, debug=True) >= 0}),
+            "memory": _attempt(lambda: {"peak": _cuda_forward(api, spec["memory"], device)}),
+            "autocast": {mode: _attempt(lambda: _precision_part(api, "module", mode, spec["init"],
                                                                 shapes, device))
                          for mode in spec.get("autocast", ())}}
 
