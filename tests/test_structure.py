@@ -94,7 +94,8 @@ def test_per_head_loop_loses_only_the_parallel_check(grade):
     feedback = by_name(report)["cost.parallel"].feedback
     counts = re.search(r"dispatches ([\d, ]+) matmul/softmax kernels", feedback).group(1)
     assert len(set(counts.split(", "))) == 4                  # one count per head count, growing
-    assert "Python loop" in feedback and "the reference: 7, 7, 7, 7" in feedback
+    reference = re.search(r"the reference: ([\d, ]+)\)", feedback).group(1)
+    assert "Python loop" in feedback and len(set(reference.split(", "))) == 1
     assert codes(report) == {"cost.python-loop-over-heads"}
 
 
