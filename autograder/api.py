@@ -76,7 +76,8 @@ class Grader:
         finally:
             if sandbox is not None:
                 sandbox.close()
-        results, notes = scoring.score(results, self.rubric)
+        results, notes = scoring.score(results, self.rubric,
+                                       forbidden=bool(probe.observations.get("forbidden")))
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
