@@ -64,6 +64,12 @@ def warm_up() -> None:
         torch.nn.functional.linear(x.detach().float(), x.detach().float())
     layer = torch.nn.Linear(2, 2).double()
     torch.nn.functional.dropout(layer(x.detach()), 0.5).sum().backward()
+    # The meta device's first use costs seconds of lazy set-up (measured: device.meta took
+    # ~4 s of ~6 s per submission while every forked sandbox paid it again).
+    model, q = torch.nn.Linear(4, 4).to("meta"), torch.ones(2, 3, 4, device="meta")
+    keep = torch.arange(3, device="meta") < torch.tensor([1, 3], device="meta").reshape(-1, 1, 1)
+    weights = torch.softmax((model(q) @ q.transpose(-2, -1) / 2.0).masked_fill(~keep, -1.0), -1)
+    (weights @ q).transpose(1, 2).reshape(2, 3, 4)
 
 
 class ProbeError(Exception):
