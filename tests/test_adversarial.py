@@ -1,0 +1,171 @@
+"""Submissions that attack the grader: each ends as its header says, and changes nothing.
+
+Every file starts with three lines, as in ``../shared/catalog/adversarial/``:
+``# ATTACK:`` what it tries, ``# HONEST: 0 | full`` what its work deserves, ``# EXPECT:``.
+Ours are in ``tests/submissions/attacks/``; the shared catalogue is graded too when the
+checkout sits next to ``../shared`` (skipped otherwise), in-process with one Grader, and
+once more through the command line, as a course would run it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import api
+
+ROOT = api.PROJECT
+ATTACKS = sorted((ROOT / "tests" / "submissions" / "attacks").glob("*.py"))
+CATALOGUE = ROOT.parent / "shared" / "catalog" / "adversarial"
+CATALOGUED = sorted(CATALOGUE.glob("*.py")) if CATALOGUE.is_dir() else []
+MARKERS = ("ATTACK_ESCAPE_MARKER", "ATTACK_SIDE_MARKER", "ADVERSARIAL_a17_UNPICKLED.txt")
+UID_BASE = 1_700_000_000
+
+
+def honest(path: Path) -> str:
+    head = path.read_bytes()[:4000].decode("utf-8", "replace")
+    found = re.search(r"^#\s*HONEST:\s*(\S+)", head, re.M)
+    return found.group(1).lower() if found else "0"
+
+
+def sandbox_processes(grader) -> set[int]:
+    """Live processes run by the users of this grader's sandboxes (zygote.fork numbers
+    them from UID_BASE + (zygote pid % 100000) * 1000; other graders use other ranges)."""
+    first = UID_BASE + (grader.zygote.proc.pid % 100_000) * 1000
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if first <= uid < first + 1000:
+            found.add(int(pid))
+    return found
+
+
+def protected_digest() -> str:
+    """The files an attack would most like to change: the reference, the rubric, the sandbox,
+    these fixtures. (integrity.digest() covers all of autograder/ and is what the grader
+    itself checks; here a narrower set keeps the test stable while others edit the tree.)"""
+    h = hashlib.sha256()
+    files = [*sorted((ROOT / "solutions").rglob("*.py")), ROOT / "autograder" / "rubric.toml",
+             *(ROOT / "autograder" / "sandbox" / f"{name}.py"
+               for name in ("host", "jail", "protocol", "results", "worker", "zygote")), *ATTACKS]
+    for path in files:
+        h.update(str(path).encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def markers() -> list[str]:
+    places = [ROOT, ROOT / "solutions", ROOT / "autograder", Path.cwd(), Path("/tmp"),
+              Path("/var/tmp"), Path("/dev/shm"), Path("/"), Path("/etc"), Path.home()]
+    return [str(p / m) for p in places for m in MARKERS if (p / m).exists()]
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = api.Grader(seed=4321)
+    g.timeouts.update({"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0})
+    yield g
+    g.close()
+
+
+@pytest.fixture(scope="module")
+def reference(grader):
+    report = grader.grade(ROOT / "solutions" / "mha.py")
+    assert report.score == report.max_score
+    return report
+
+
+def check_report(report, path: Path, reference) -> None:
+    """Score as the header says; same max_score and skips as a correct submission."""
+    assert report.max_score == pytest.approx(reference.max_score)
+    if honest(path) == "full":
+        assert report.score == pytest.approx(report.max_score), [
+            (r.name, r.feedback) for r in report.results if r.score < r.max_score]
+    else:
+        assert report.score == 0, [(r.name, r.score) for r in report.results if r.score]
+    skipped = {r.name for r in report.results if r.status.value == "skipped"}
+    assert skipped <= {r.name for r in reference.results if r.status.value == "skipped"}
+    text = json.dumps(report.to_dict())
+    assert len(text) < 200_000
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", "".join(r.feedback for r in report.results))
+
+
+def grade_safely(grader, path: Path, reference, limit: float):
+    before_files = protected_digest()
+    start = time.monotonic()
+    report = grader.grade(path)
+    assert time.monotonic() - start < limit
+    check_report(report, path, reference)
+    assert protected_digest() == before_files
+    assert markers() == []
+    deadline = time.monotonic() + 5
+    while sandbox_processes(grader) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sandbox_processes(grader), "a process of the sandbox outlived it"
+    return report
+
+
+@pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])
+def test_our_attacks(grader, reference, path):
+    """Does each of our attacks end as its header says, leaving nothing behind?"""
+    grade_safely(grader, path, reference, limit=90)
+
+
+def test_reading_proc_finds_nothing(grader, reference):
+    """Is /proc snooping answered with nothing to delegate to (not-implemented errors)?"""
+    report = grade_safely(grader, ROOT / "tests/submissions/attacks/proc_snoop.py", reference, 60)
+    assert any("not implemented" in r.feedback for r in report.results)
+
+
+def test_a_patched_probe_module_is_caught(grader, reference):
+    """Forged probe answers of the wrong form are errors that name it."""
+    report = grade_safely(grader, ROOT / "tests/submissions/attacks/patch_probes.py", reference,
+                          60)
+    assert any("wrong form" in r.feedback for r in report.results)
+
+
+@pytest.mark.skipif(not CATALOGUED, reason=f"no shared catalogue at {CATALOGUE}")
+@pytest.mark.parametrize("path", CATALOGUED, ids=[p.stem for p in CATALOGUED])
+def test_the_shared_catalogue(grader, reference, path):
+    """Does each file of ../shared/catalog/adversarial end as its header says?"""
+    grade_safely(grader, path, reference, limit=120)
+
+
+def run_cli(path: Path, output: Path) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path),
+                           "--format", "json", "--output", str(output)],
+                          cwd=ROOT, capture_output=True, timeout=400, stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stderr.decode("utf-8", "replace")[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CATALOGUED, reason=f"no shared catalogue at {CATALOGUE}")
+def test_the_shared_catalogue_through_the_cli(tmp_path, reference):
+    """`python -m autograder grade FILE --format json` per catalogue file: exit 0, valid
+    JSON, the score its header allows, and the grader's files unchanged."""
+    before = protected_digest()
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        runs = dict(zip(CATALOGUED, pool.map(lambda p: run_cli(p, tmp_path / f"{p.stem}.json"),
+                                              CATALOGUED)))
+    for path, (code, stderr) in runs.items():
+        assert code == 0, f"{path.name}: exit {code}\n{stderr}"
+        result = json.loads((tmp_path / f"{path.stem}.json").read_text())
+        assert result["max_score"] == pytest.approx(reference.max_score), path.name
+        if honest(path) == "full":
+            assert result["score"] == pytest.approx(result["max_score"]), path.name
+        else:
+            assert result["score"] == 0, (path.name, [c["name"] for c in result["checks"]
+                                                      if c["score"]])
+    assert protected_digest() == before
+    assert markers() == []

@@ -1,0 +1,473 @@
+"""The sandbox: what a submission's code can and cannot do, and how the grader survives it.
+
+One zygote serves the whole module (its start-up is the expensive part); every test forks
+a fresh sandbox from it, as grading does, with short deadlines.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+
+from autograder import api
+from autograder.sandbox import host, probes, protocol, results
+from autograder.sandbox.host import Sandbox, StudentError, Zygote
+
+ROOT = api.PROJECT
+MEMORY = 1 << 30                     # small, so the memory watchdog is quick to test
+UID_BASE = 1_700_000_000             # zygote.UID_BASE: sandbox users are numbered from here
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root here")
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote(hide=[str(ROOT / d) for d in ("autograder", "solutions", "tests")],
+               memory_bytes=MEMORY)
+    z.wait_ready()
+    yield z
+    z.close()
+
+
+def sandbox(zygote, source: str, **options) -> Sandbox:
+    config = {"hide": [str(ROOT)], "limits": dict(api.LIMITS, RLIMIT_AS=api.MEMORY),
+              "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+    options = {"import_timeout": 10.0, "probe_timeout": 3.0, "group_budget": 6.0,
+               "budget": 20.0, **options}
+    return Sandbox(zygote, textwrap.dedent(source).encode(), "mha.py", config, **options)
+
+
+def value(box: Sandbox, fn: str = "head_weight_shape", *args, group: str = "g"):
+    """Call fn in the sandbox; its return value (the submission reports through it)."""
+    answer = box.probe("call", group=group, fn=fn, args=list(args))
+    assert "value" in answer, answer
+    return answer["value"]
+
+
+def uids_alive(zygote) -> set[int]:
+    """Users of the live processes that belong to this zygote's sandboxes (zygote.fork
+    numbers them from UID_BASE + (zygote pid % 100000) * 1000)."""
+    first = UID_BASE + (zygote.proc.pid % 100_000) * 1000
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if first <= uid < first + 1000:
+            found.add(uid)
+    return found
+
+
+def wait_until(predicate, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+# -- deadlines and crashes ---------------------------------------------------------------
+
+def test_a_hanging_call_is_killed_and_its_group_fails_fast(zygote):
+    """Does a call that never returns end on the grader's clock, and the rest of its part at once?"""
+    box = sandbox(zygote, """
+        def head_weight_shape(*a):
+            while True:
+                pass
+        def project(*a):
+            return 1
+    """)
+    start = time.monotonic()
+    with pytest.raises(StudentError, match="timed out during the check"):
+        value(box, group="shape")
+    assert time.monotonic() - start < 6
+    start = time.monotonic()
+    with pytest.raises(StudentError, match="earlier check of this part timed out"):
+        value(box, group="shape")
+    assert time.monotonic() - start < 0.5
+    assert value(box, "project", group="project") == 1          # another part: a new worker
+    box.close()
+
+
+def test_an_endless_import_is_killed_once(zygote):
+    """Is an import that never ends killed, and reported to every check without waiting again?"""
+    start = time.monotonic()
+    box = sandbox(zygote, "while True:\n    pass\n", import_timeout=2.0)
+    assert "timed out while importing" in box.load_problem
+    assert time.monotonic() - start < 5
+    start = time.monotonic()
+    for group in ("a", "b"):
+        with pytest.raises(StudentError, match="timed out while importing"):
+            value(box, group=group)
+    assert time.monotonic() - start < 0.5
+    box.close()
+
+
+def test_sys_exit_at_import_is_named(zygote):
+    """Does sys.exit(0) while importing read as that, not as a pass?"""
+    box = sandbox(zygote, "import sys\nprint('{\"score\": 100}')\nsys.exit(0)\n")
+    assert "exited while importing (SystemExit 0)" in box.load_problem
+    box.close()
+
+
+def test_a_crashing_worker_is_restarted_up_to_a_cap(zygote):
+    """Does os._exit in a call give a clear error, a fresh worker, and a cap on restarts?"""
+    box = sandbox(zygote, """
+        import os
+        def head_weight_shape(*a):
+            os.write(1, b"PASSED\\n")
+            os._exit(0)
+        def project(*a):
+            return 2
+    """, restarts=2)
+    with pytest.raises(StudentError, match=r"exited \(status 0\) during the check"):
+        value(box, group="a")
+    assert value(box, "project", group="b") == 2
+    for _ in range(2):
+        with pytest.raises(StudentError, match="exited"):
+            value(box, group="c")
+    with pytest.raises(StudentError, match="crashed too often"):
+        value(box, "project", group="d")
+    box.close()
+
+
+def test_the_submission_budget_bounds_everything(zygote):
+    """Once a submission has used its time, does every further probe fail at once?"""
+    box = sandbox(zygote, """
+        import time
+        def head_weight_shape(*a):
+            time.sleep(60)
+    """, budget=2.0, probe_timeout=10.0)
+    with pytest.raises(StudentError, match="timed out"):
+        value(box, group="a")
+    start = time.monotonic()
+    with pytest.raises(StudentError, match="time budget"):
+        value(box, group="b")
+    assert time.monotonic() - start < 0.5
+    box.close()
+
+
+def test_memory_error_is_named(zygote):
+    """Is running into the address-space limit reported as the memory limit?"""
+    box = sandbox(zygote, """
+        def head_weight_shape(*a):
+            return bytearray(8 << 30)
+    """)
+    raised = box.probe("call", group="g", fn="head_weight_shape", args=[])["raised"]
+    assert raised["type"] == "MemoryError" and "memory limit" in raised["message"]
+    box.close()
+
+
+def test_the_memory_watchdog_kills_a_hog(zygote):
+    """Is a sandbox that holds more memory than allowed (whatever its rlimits) killed?"""
+    box = sandbox(zygote, """
+        def head_weight_shape(*a):
+            chunks = []
+            while True:
+                chunks.append(bytearray(64 << 20))
+    """, probe_timeout=10.0)
+    with pytest.raises(StudentError, match="memory limit"):
+        value(box)
+    box.close()
+
+
+# -- output --------------------------------------------------------------------------------
+
+def test_a_print_flood_is_drained_and_capped(zygote):
+    """Does a submission printing 50 MB neither block the grader nor fill its memory?"""
+    box = sandbox(zygote, """
+        import os
+        os.write(1, b"x" * (30 << 20))
+        os.write(2, b"\\x1b[2K\\r\\x00" * (2 << 20))
+        def head_weight_shape(*a):
+            print("y" * 100000)
+            return 3
+    """)
+    assert value(box) == 3
+    text = box.output()
+    assert len(text) < 300_000 and "bytes left out" in text
+    assert "\x1b" not in text and "\x00" not in text and "\r" not in text
+    box.close()
+
+
+# -- what the sandbox can see and touch -----------------------------------------------------
+
+REPORT = """
+    import os, sys, socket
+    def head_weight_shape(*a):
+        def readable(path):
+            try:
+                with open(path, "rb") as f:
+                    return len(f.read(10)) >= 0
+            except OSError:
+                return False
+        def writable(folder):
+            try:
+                with open(os.path.join(folder, "SANDBOX_TEST_MARKER"), "w") as f:
+                    f.write("x")
+                return True
+            except OSError:
+                return False
+        return (
+            str(sorted(p for p in os.listdir("/proc") if p.isdigit())),
+            os.getppid(), os.getuid(), os.getcwd(),
+            str(sorted(os.environ)),
+            str(sorted(os.listdir("/proc/self/fd"))),
+            str([p for p in ARGS if readable(p)]),
+            str([p for p in ("/", "/etc", "/usr", "/var/tmp", "/root", ROOT) if writable(p)]),
+            writable("/tmp"), writable("/dev/shm"),
+            str([m for m in sys.modules if m.startswith(("autograder", "solutions", "checks"))]),
+            str([name for _, name in socket.if_nameindex()]),
+        )
+"""
+
+
+@needs_root
+def test_the_sandbox_sees_only_itself(zygote):
+    """Own PID namespace, own user, scrubbed environment, no inherited descriptors, no
+    grader files, nothing writable but its private /tmp and /dev/shm, no network."""
+    secret = [str(ROOT / "solutions" / "mha.py"), str(ROOT / "autograder" / "rubric.toml"),
+              str(ROOT / "tests" / "test_sandbox.py"), "/etc/shadow", f"/proc/{os.getpid()}/environ",
+              f"/proc/{zygote.proc.pid}/cmdline"]
+    box = sandbox(zygote, f"ARGS = {secret!r}\nROOT = {str(ROOT)!r}\n" + textwrap.dedent(REPORT))
+    (procs, ppid, uid, cwd, env, fds, readable, writable, tmp, shm, modules, nets) = value(box)
+    assert procs == "['1']" and ppid == 0                      # nothing of the host's
+    assert uid >= UID_BASE and cwd == "/tmp"
+    assert env == str(sorted(["HOME", "LANG", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "PATH"]))
+    assert len(eval(fds)) <= 5                                  # 0, 1, 2, the channel, listdir's
+    assert readable == "[]"
+    assert writable == "[]" and tmp and shm
+    assert modules == "[]"
+    assert nets == "['lo']"
+    assert not (ROOT / "SANDBOX_TEST_MARKER").exists()
+    assert not os.path.exists("/tmp/SANDBOX_TEST_MARKER")
+    assert not os.path.exists("/dev/shm/SANDBOX_TEST_MARKER")
+    assert box.notes == []                                      # full isolation: nothing reduced
+    box.close()
+
+
+def test_network_is_unreachable(zygote):
+    """Can a submission reach a listener of the grader's machine (abstract Unix socket, TCP)?"""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0autograder-test-listener")
+    listener.listen(1)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    port = tcp.getsockname()[1]
+    box = sandbox(zygote, f"""
+        import socket
+        def head_weight_shape(*a):
+            reached = []
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect("\\0autograder-test-listener")
+                reached.append("unix")
+            except OSError:
+                pass
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=1)
+                reached.append("tcp")
+            except OSError:
+                pass
+            return str(reached)
+    """)
+    try:
+        assert value(box) == "[]"
+    finally:
+        box.close()
+        listener.close()
+        tcp.close()
+
+
+def test_no_process_outlives_its_sandbox(zygote):
+    """Are a daemon that ignores SIGTERM and a fork bomb gone once the sandbox is closed?"""
+    before = uids_alive(zygote)
+    box = sandbox(zygote, """
+        import os, signal, time
+        def _daemon():
+            if os.fork() == 0:
+                os.setsid()
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                if os.fork() == 0:
+                    while True:
+                        time.sleep(1)
+                os._exit(0)
+        _daemon()
+        for _ in range(200):
+            try:
+                if os.fork() == 0:
+                    time.sleep(600)
+            except OSError:
+                break
+        def head_weight_shape(*a):
+            return len([p for p in os.listdir("/proc") if p.isdigit()])
+    """)
+    assert value(box) > 2
+    during = uids_alive(zygote) - before
+    assert during
+    box.close()
+    assert wait_until(lambda: not (uids_alive(zygote) & during)), "processes of the sandbox survived it"
+
+
+# -- the channel ----------------------------------------------------------------------------
+
+def test_forged_frames_on_the_channel_are_rejected(zygote):
+    """A thread that answers before the worker, with the run's nonce: does it win anything?"""
+    box = sandbox(zygote, """
+        import gc, sys, threading, time, torch
+        def _forge():
+            protocol = sys.modules["protocol"]
+            seen = 0
+            while True:
+                channel = next((o for o in gc.get_objects() if type(o).__name__ == "Channel"), None)
+                if channel is not None and channel.seq != seen:
+                    seen = channel.seq
+                    channel._sendall(protocol.pack({"ok": {"value": 7, "mutated": []},
+                                                    "nonce": channel.nonce, "seq": seen - 1}))
+                time.sleep(0.0005)
+        threading.Thread(target=_forge, daemon=True).start()
+        def head_weight_shape(*a):
+            time.sleep(0.2)
+            return 1
+    """)
+    with pytest.raises(StudentError, match="does not answer this request"):
+        value(box)
+    box.close()
+
+
+def test_results_of_the_wrong_form_are_the_submissions_fault(zygote):
+    """A patched probe that answers a short `runs` list: an error for the submission, not a
+    crash of the grader nor a comparison skipped."""
+    box = sandbox(zygote, """
+        import sys
+        sys.modules["probes"].PROBES["mha"] = lambda api, spec: {"params": [], "runs": []}
+        def head_weight_shape(*a):
+            return 1
+    """)
+    run = {"queries": torch.zeros(1, 2, 4), "keys": torch.zeros(1, 2, 4),
+           "values": torch.zeros(1, 2, 4)}
+    with pytest.raises(StudentError, match="wrong form"):
+        box.probe("mha", group="mha", spec={"init": {"d_model": 4, "num_heads": 2},
+                                             "runs": [run]})
+    box.close()
+
+
+def test_every_probe_has_a_form():
+    """Is every probe's answer checked for form before a check reads it?"""
+    assert set(probes.PROBES) <= set(results.FORMS)
+
+
+def test_forms_reject_what_would_crash_or_skip_a_check():
+    kw = {"spec": {"init": {"d_model": 4, "num_heads": 2}, "runs": [{}, {}]}}
+    with pytest.raises(results.ResultError):
+        results.check("mha", kw, {"params": [], "runs": [{"out": torch.zeros(1), "weights": None}]})
+    with pytest.raises(results.ResultError):
+        results.check("call", {"args": [1]}, {"value": {"a": 1}, "mutated": []})
+    with pytest.raises(results.ResultError):
+        results.check("call", {"args": [1]}, {"value": 1, "mutated": [5]})
+    with pytest.raises(results.Refused, match="nope"):
+        results.check("call", {"args": []}, {"bad": "nope"})
+    info = results.check("call", {"args": []}, {"raised": {"type": "X" * 500, "message": "m"}})
+    assert len(info["raised"]["type"]) == 100 and info["raised"]["value_error"] is False
+
+
+def frame(header: bytes, sizes: bytes = b"[]", blobs: bytes = b"") -> bytes:
+    return header + b"\n" + sizes + b"\n" + blobs
+
+
+@pytest.mark.parametrize("body", [
+    frame(b"[" * 100_000 + b"]" * 100_000),                       # nesting deeper than JSON can
+    frame(b'{"tensor": {"dtype": "bool", "shape": [2], "blob": 0}}', b"[2]", b"\x00\x07"),
+    frame(b'{"tensor": {"dtype": "float64", "shape": [3], "blob": 0}}', b"[8]", b"\x00" * 8),
+    frame(b'{"tensor": {"dtype": "object", "shape": [1], "blob": 0}}', b"[8]", b"\x00" * 8),
+    frame(b'{"pickle": "gASVAAAAAAAAAACMBXBvc2l4lIwGc3lzdGVtlJOUjAJscpSFlFKULg=="}'),
+    frame(b'{"int": "' + b"9" * 5000 + b'"}'),
+    frame(b'{"dict": {"a": 1}}', b"[1, 2]", b"x"),
+    b"no newlines at all",
+])
+def test_the_protocol_refuses_malformed_frames(body):
+    with pytest.raises(protocol.ProtocolError):
+        protocol.unpack(body)
+
+
+def test_the_protocol_refuses_oversized_frames():
+    header = struct.pack(">II", protocol.MAX_FRAME + 1, 0)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.read_frame(lambda n, data=iter([header]): next(data))
+
+
+# -- what the zygote holds ------------------------------------------------------------------
+
+def test_the_zygote_holds_nothing_secret(zygote):
+    """Does the process every sandbox is forked from hold no grader module, no reference and
+    no environment beyond the few variables it needs?"""
+    with open(f"/proc/{zygote.proc.pid}/environ", "rb") as f:
+        names = {item.split(b"=", 1)[0].decode() for item in f.read().split(b"\0") if item}
+    assert names <= set(host.PASSED_ENV) | {"OMP_NUM_THREADS", "LANG"}
+    with open(f"/proc/{zygote.proc.pid}/maps") as f:
+        assert "/solutions/" not in f.read()
+    box = sandbox(zygote, """
+        import gc, sys
+        def head_weight_shape(*a):
+            texts = [o for o in gc.get_objects() if type(o) is dict and "MultiHeadAttention" in o
+                     and o.get("__name__") not in (None, "mha")]
+            return str(sorted(m for m in sys.modules if "solution" in m or "autograder" in m
+                              or m in ("checks", "rubric", "api", "runner"))) + str(len(texts))
+    """)
+    assert value(box) == "[]0"
+    box.close()
+
+
+@needs_root
+def test_reduced_isolation_is_reported():
+    """Where no namespace can be made, does the sandbox say that the reference is not hidden?"""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                      # a child of the test stands in for a sandbox
+        status = 1
+        try:
+            import sys
+            sys.path.insert(0, str(ROOT / "autograder" / "sandbox"))
+            import jail
+            import worker
+            jail.unshare = lambda flags: False          # as where namespaces are refused
+            notes = worker.isolate({"uid": UID_BASE + 999_999, "root_ready": False,
+                                    "limits": {}, "fallback_dir": "/tmp"})
+            os.write(write, json.dumps(notes).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    notes = json.loads(os.read(read, 100_000) or b"[]")
+    os.waitpid(pid, 0)
+    assert any("reference confidentiality is not enforced" in n for n in notes)
+    assert any("no PID namespace" in n for n in notes)
+
+
+def test_outputs_are_drained_concurrently():
+    """Two pipes written alternately by a child: both drained while it writes (no deadlock)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    outs = [host._Output(out_r), host._Output(err_r)]
+
+    def write():
+        for _ in range(200):
+            os.write(out_w, b"a" * 65536)
+            os.write(err_w, b"b" * 65536)
+        os.close(out_w)
+        os.close(err_w)
+    t = threading.Thread(target=write)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive()
+    for out in outs:
+        out.thread.join(timeout=5)
+        assert out.total == 200 * 65536 and len(out.head) + len(out.tail) <= (80 << 10)
