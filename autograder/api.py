@@ -49,7 +49,7 @@ class Grader:
         # (autograder.batch) must not interleave there, or the reference values would change.
         self._reference_lock = threading.Lock()
         self._zygote = Zygote(hide=self.hide, memory_bytes=MEMORY)   # boots in the background
-        probes.warm_up()       # meanwhile: the reference side's lazy imports (seconds, once)
+        self._warm = False
 
     @property
     def zygote(self) -> Zygote:
@@ -89,6 +89,9 @@ class Grader:
     def _sandbox(self, sub) -> Sandbox | None:
         if sub.problem:
             return None
+        if not self._warm:     # the reference side's lazy imports, while the zygote boots
+            probes.warm_up()
+            self._warm = True
         limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=MEMORY)
         config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
                   "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from . import archives
 
 MAX_BYTES = 2 << 20                 #: a submission's source above this is refused
 MAX_NOTEBOOK_BYTES = 32 << 20       #: a notebook may carry outputs (plots), so more
+CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)      #: PEP 263 declaration
 API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
        "masked_softmax", "attention_pool", "MultiHeadAttention")
 
@@ -58,6 +60,11 @@ def load(path: str | os.PathLike) -> Submission:
         f"{path.name} is larger than {MAX_BYTES >> 20} MiB; submit only your mha.py"
     if problem is None and not data.strip():
         problem = f"{path.name} is empty: it defines none of the API names ({', '.join(API)})"
+    bad = _utf8_problem(data) if problem is None and not CODING.search(data[:400]) else None
+    if bad:                       # only in comments: Python imports it, so it is graded
+        notes += (f"{path.name} is not valid UTF-8: byte 0x{bad[2]:02X} at offset {bad[0]} "
+                  f"(line {bad[1]}). Python imports it anyway (the byte is in a comment), but "
+                  "save the file as UTF-8.",)
     return Submission(name=path.name, path=str(path), source=data or b"", notes=notes,
                       problem=problem)
 
@@ -153,7 +160,7 @@ def _syntax_message(e: SyntaxError, filename: str, data: bytes = b"") -> str:
     reason = e.msg or "invalid syntax"
     if "utf-8" in reason.lower() or "non-utf-8" in reason.lower() or "decode" in reason.lower():
         bad = _utf8_problem(data)
-        where = (f": byte 0x{bad[2]:02X} at offset {bad[0]} (line {bad[1]}) is not UTF-8"
+        where = (f" (byte 0x{bad[2]:02X} at offset {bad[0]}, line {bad[1]})"
                  if bad else f" (line {e.lineno})" if e.lineno else "")
         return (f"{filename} is not valid UTF-8 text{where}. Python refuses to run it. Save "
                 "the file as UTF-8 (most editors: 'Save with encoding' → UTF-8) and submit it "

@@ -10,24 +10,16 @@ form the probe promises (``results.check``).
 """
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from . import protocol, results
+from .spawn import GraderError, Zygote  # noqa: F401  (re-exported: callers import them here)
 
-SANDBOX_DIR = Path(__file__).resolve().parent
 OUTPUT_HEAD, OUTPUT_TAIL = 64 << 10, 16 << 10
-PASSED_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
-              "NVIDIA_VISIBLE_DEVICES")
 
 
 class StudentError(Exception):
@@ -42,117 +34,12 @@ class StudentError(Exception):
         return bool(self.raised.get("not_implemented"))
 
 
-class GraderError(Exception):
-    """The grader itself failed (not the submission's fault)."""
-
-
-class Zygote:
-    """A pre-imported interpreter that forks one fresh sandbox per submission."""
-
-    def __init__(self, *, hide=(), memory_bytes: int = 0):
-        ours, theirs = socket.socketpair()
-        self._log = tempfile.TemporaryFile()
-        code = (f"import sys; sys.path.insert(0, {str(SANDBOX_DIR)!r}); "
-                "import zygote; zygote.main()")
-        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-        env.update({"OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"})
-        env.setdefault("PATH", "/usr/bin:/bin")
-        options = json.dumps({"hide": [str(h) for h in hide], "memory_bytes": int(memory_bytes)})
-        self.proc = subprocess.Popen([sys.executable, "-I", "-c", code, str(theirs.fileno()),
-                                      options],
-                                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._log, env=env,
-                                     start_new_session=True)
-        theirs.close()
-        self.sock = ours
-        self._lock = threading.Lock()          # one fork request at a time
-        self._send_lock = threading.Lock()     # whole lines on the control socket
-        self._cond = threading.Condition()
-        self._replies: list[tuple[dict, list[int]]] = []
-        self.exits: dict[int, tuple[int, str | None]] = {}
-        self._ready = False
-        self._closed = False
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        buffer, fds = b"", []
-        while True:
-            try:
-                data, new_fds, _, _ = socket.recv_fds(self.sock, 65536, 3)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            buffer += data
-            fds += new_fds
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                message = json.loads(line)
-                with self._cond:
-                    if "exited" in message:
-                        self.exits[message["exited"]] = (message["status"], message.get("reason"))
-                    elif "pid" in message:
-                        self.exits.pop(message["pid"], None)      # a reused pid: forget the old
-                        self._replies.append((message, fds))
-                        fds = []
-                    elif message.get("ready"):
-                        self._ready = True
-                    self._cond.notify_all()
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def _wait(self, predicate, timeout: float):
-        with self._cond:
-            if not self._cond.wait_for(lambda: predicate() or self._closed, timeout):
-                return None
-            return predicate()
-
-    def wait_ready(self, timeout: float = 180.0) -> None:
-        if not self._wait(lambda: self._ready, timeout):
-            self._log.seek(0)
-            tail = self._log.read()[-2000:].decode("utf-8", "replace")
-            raise GraderError(f"the sandbox's interpreter did not start:\n{tail}")
-
-    def fork(self, config: dict) -> tuple[int, socket.socket, int, int]:
-        self.wait_ready()
-        with self._lock:
-            try:
-                self._send({"op": "fork", "config": config})
-            except OSError as e:
-                raise GraderError(f"the zygote is gone ({e})") from None
-            reply = self._wait(lambda: self._replies, 30.0)
-            if not reply:
-                raise GraderError("the zygote did not fork a sandbox")
-            with self._cond:
-                message, fds = self._replies.pop(0)
-        chan, out_fd, err_fd = fds
-        return message["pid"], socket.socket(fileno=chan), out_fd, err_fd
-
-    def _send(self, message: dict) -> None:
-        with self._send_lock:
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
-
-    def kill(self, pid: int) -> None:
-        try:
-            self._send({"op": "kill", "pid": pid})
-        except OSError:
-            pass
-
-    def exit_status(self, pid: int, timeout: float = 2.0) -> tuple[int | None, str | None]:
-        found = self._wait(lambda: pid in self.exits, timeout)
-        return self.exits.get(pid, (None, None)) if found else (None, None)
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        finally:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            self._log.close()
+def sanitize(text: str, limit: int | None = None) -> str:
+    """Printable text only: no terminal escapes, NULs or carriage returns."""
+    clean = "".join(ch if ch.isprintable() or ch in "\n\t" else "�" for ch in text)
+    if limit is not None and len(clean) > limit:
+        clean = clean[:limit] + f"… ({len(clean) - limit} more characters)"
+    return clean
 
 
 class _Output:
@@ -181,14 +68,6 @@ class _Output:
             text += (f"\n[… {skipped} bytes left out …]\n" if skipped > 0 else "") + \
                 bytes(self.tail).decode("utf-8", "replace")
         return sanitize(text)
-
-
-def sanitize(text: str, limit: int | None = None) -> str:
-    """Printable text only: no terminal escapes, NULs or carriage returns."""
-    clean = "".join(ch if ch.isprintable() or ch in "\n\t" else "�" for ch in text)
-    if limit is not None and len(clean) > limit:
-        clean = clean[:limit] + f"… ({len(clean) - limit} more characters)"
-    return clean
 
 
 class Sandbox:
