@@ -153,6 +153,23 @@ class Sandbox:
 
     def probe(self, name: str, *, group: str, timeout: float | None = None, **kwargs):
         """Run one probe; returns its data (checked for form) or raises StudentError."""
+        self._ready_for(group)
+        limit = min(timeout or self.probe_timeout, self._left(),
+                    self.group_budget - self.group_spent.get(group, 0.0))
+        started = time.monotonic()
+        try:
+            answer = self._exchange({"probe": name, "kwargs": kwargs}, limit,
+                                    "during the check", group=group)
+        except StudentError:
+            self._stop()
+            raise
+        finally:
+            self.group_spent[group] = self.group_spent.get(group, 0.0) + \
+                time.monotonic() - started
+        return self._result(name, kwargs, answer)
+
+    def _ready_for(self, group: str) -> None:
+        """Fail fast where nothing can be learnt; start a new worker after a crash."""
         if self.load_problem:
             raise StudentError(self.load_problem)
         if group in self.timed_out_groups:
@@ -170,18 +187,8 @@ class Sandbox:
             self._start()
             if self.load_problem:
                 raise StudentError(self.load_problem)
-        limit = min(timeout or self.probe_timeout, self._left(),
-                    self.group_budget - self.group_spent.get(group, 0.0))
-        started = time.monotonic()
-        try:
-            answer = self._exchange({"probe": name, "kwargs": kwargs}, limit,
-                                    "during the check", group=group)
-        except StudentError:
-            self._stop()
-            raise
-        finally:
-            self.group_spent[group] = self.group_spent.get(group, 0.0) + \
-                time.monotonic() - started
+
+    def _result(self, name: str, kwargs: dict, answer: dict):
         forbidden = answer.get("forbidden", [])
         self.forbidden = [sanitize(f, 100) for f in forbidden if isinstance(f, str)][:20] \
             if isinstance(forbidden, list) else []
@@ -201,28 +208,14 @@ class Sandbox:
                                f"form ({e}); was the grader's probe code tampered with?") from None
 
     def _exchange(self, message, timeout: float, when: str, group: str | None = None) -> dict:
+        """Send a message (if any) and read the answer, on the grader's clock."""
         started = time.monotonic()
-        deadline = started + max(timeout, 0.0)
-        chan = self.chan
         try:
             if message is not None:
                 self.seq += 1
-                chan.settimeout(max(timeout, 0.001))
-                chan.sendall(protocol.pack(dict(message, nonce=self.nonce, seq=self.seq)))
-
-            def recv_exact(n: int) -> bytes:
-                buf = bytearray()
-                while len(buf) < n:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise TimeoutError
-                    chan.settimeout(left)
-                    chunk = chan.recv(min(n - len(buf), 1 << 20))
-                    if not chunk:
-                        raise EOFError
-                    buf += chunk
-                return bytes(buf)
-            answer = protocol.unpack(protocol.read_frame(recv_exact))
+                self.chan.settimeout(max(timeout, 0.001))
+                self.chan.sendall(protocol.pack(dict(message, nonce=self.nonce, seq=self.seq)))
+            answer = protocol.unpack(protocol.read_frame(_reader(self.chan, started + timeout)))
         except (TimeoutError, socket.timeout):
             self._stop()
             if group:
@@ -256,6 +249,23 @@ class Sandbox:
         if status == -signal.SIGKILL or status == -signal.SIGSEGV:
             how += " — perhaps it ran out of memory or time"
         return f"the submission's worker {how} {when}"
+
+
+def _reader(chan: socket.socket, deadline: float):
+    """recv_exact(n) for protocol.read_frame, bounded by the deadline (monotonic clock)."""
+    def recv_exact(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            chan.settimeout(left)
+            chunk = chan.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        return bytes(buf)
+    return recv_exact
 
 
 def _exception_text(info) -> str:
