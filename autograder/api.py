@@ -11,7 +11,7 @@ import torch
 
 from . import checks as registry
 from . import diagnoses, integrity, scoring, submission
-from .model import CheckResult, Report, Status
+from .model import Report
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote

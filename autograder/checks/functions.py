@@ -2,8 +2,6 @@
 holds a submission to", items 1 and 2)."""
 from __future__ import annotations
 
-import torch
-
 from ..compare import CheckFailed, expect_close, expect_equal_values
 from ..sandbox.host import StudentError
 from . import Probe, cases, check

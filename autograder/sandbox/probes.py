@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import math
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
