@@ -23,6 +23,7 @@ MAX_ITEMS = 100_000          #: elements of one list, tuple or dict
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
     "uint8", "bool", "complex64", "complex128")}
+ITEMSIZE = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in DTYPES.items()}
 _PREFIX = struct.Struct(">II")
 
 
@@ -60,9 +61,11 @@ def _encode(value, blobs, depth):
         if t.device.type == "meta":
             return {"meta": {"dtype": str(t.dtype).removeprefix("torch."),
                              "shape": list(t.shape)}}
-        t = t.to("cpu").contiguous()
-        blobs.append(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        return {"tensor": {"dtype": str(t.dtype).removeprefix("torch."),
+        t = t.to("cpu")
+        if t.dtype is torch.bfloat16:                  # numpy has no bfloat16: its bits
+            t = t.contiguous().view(torch.int16)
+        blobs.append(t.numpy().tobytes())              # C order, whatever the strides
+        return {"tensor": {"dtype": str(value.dtype).removeprefix("torch."),
                            "shape": list(t.shape), "blob": len(blobs) - 1}}
     raise ProtocolError(f"cannot send a value of type {kind.__name__}")
 
@@ -123,7 +126,7 @@ def _decode_tensor(body, blobs):
         raise ProtocolError("tensor without its bytes")
     data = blobs[index]
     numel = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = ITEMSIZE[body["dtype"]]
     if numel * itemsize != len(data):
         raise ProtocolError(f"tensor of shape {shape} and dtype {body['dtype']} needs "
                             f"{numel * itemsize} bytes, got {len(data)}")
