@@ -6,7 +6,9 @@ Prints the fixed start-up cost (the grader's imports, the zygote's start, and th
 submission, which also fills the reference cache) and the marginal cost of each further
 submission, as wall-clock time and as CPU time of every process involved (the grader, the
 zygote and the sandboxes it forked), so the figure means "on one core" even where other
-cores help. ``--one-core`` pins everything to one CPU first. Not a test: it asserts nothing.
+cores help. Then the cost of the isolation alone: a sandbox forked, jailed, given the
+submission, asked one probe and killed. ``--one-core`` pins everything to one CPU first.
+Not a test: it asserts nothing.
 """
 from __future__ import annotations
 
@@ -27,6 +29,23 @@ def _cpu_of(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def _isolation_only(grader, source: bytes, n: int) -> tuple[float, float]:
+    """(wall, CPU) per sandbox that only imports the submission and answers one probe."""
+    from . import api
+    from .sandbox.host import Sandbox
+    config = {"hide": grader.hide, "limits": dict(api.LIMITS, RLIMIT_AS=api.MEMORY),
+              "memory_bytes": api.MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+    zygote = grader.zygote.proc.pid
+    cpu0, t = time.process_time() + _cpu_of(zygote), time.perf_counter()
+    for _ in range(n):
+        box = Sandbox(grader.zygote, source, "mha.py", config)
+        box.probe("call", group="bench", fn="head_weight_shape", args=[8, 8, 2])
+        box.close()
+    wall = (time.perf_counter() - t) / n
+    time.sleep(0.5)
+    return wall, (time.process_time() + _cpu_of(zygote) - cpu0) / n
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.sandbox_bench")
     parser.add_argument("--n", type=int, default=20, help="submissions after the first")
@@ -38,6 +57,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.one_core:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    from .sandbox import spawn
+    spawn.prestart()                                    # as the command line does
     from . import api                                   # imports torch
     imported = time.perf_counter()
     files = args.submission or [str(api.PROJECT / "solutions" / "mha.py")]
@@ -56,6 +77,7 @@ def main(argv=None) -> int:
             walls.append(time.perf_counter() - t)
             time.sleep(0.2)                             # let the zygote reap the sandbox
             cpus.append(time.process_time() + _cpu_of(zygote) - cpu0)
+        alone = _isolation_only(grader, Path(files[0]).read_bytes(), args.n)
     finally:
         grader.close()
     checks = len(first.results)
@@ -67,6 +89,8 @@ def main(argv=None) -> int:
           f"{statistics.median(walls):.3f} s median, {min(walls):.3f} s min; "
           f"CPU (grader + zygote + sandbox) {statistics.mean(cpus):.3f} s mean, "
           f"{statistics.median(cpus):.3f} s median")
+    print(f"isolation alone (fork, jail, import, one probe, kill): wall {alone[0]:.3f} s, "
+          f"CPU {alone[1]:.3f} s per submission")
     print(f"cores available: {len(os.sched_getaffinity(0))}"
           + (" (pinned with --one-core)" if args.one_core else ""))
     return 0
