@@ -138,6 +138,10 @@ class Zygote:
         """Closing the socket ends the zygote, which kills its sandboxes; one still starting
         up is killed outright rather than waited for."""
         try:
+            self.sock.shutdown(socket.SHUT_RDWR)   # wakes our reader; the zygote reads EOF
+        except OSError:
+            pass
+        try:
             self.sock.close()
         finally:
             try:

@@ -251,6 +251,7 @@ def main() -> None:
     gc.freeze()                # children touch fewer shared pages (copy-on-write)
     control.sendall(b'{"ready": true}\n')
     zygote.run()
+    os._exit(0)                # nothing to flush; interpreter shutdown with torch is slow
 
 
 if __name__ == "__main__":
