@@ -8,7 +8,8 @@ Sources (the only files an instructor edits):
 * ``solutions/mha.py``: the code; its ``### BEGIN SOLUTION`` … ``### END SOLUTION`` regions
   are what students write;
 * ``assignments/public_checks.py``: the public checks, one ``check_<name>`` per API name;
-* ``assignments/narrative.py``: the notebook's text, sections and written questions.
+* ``assignments/narrative.py``: the notebook's text, sections and written questions;
+* ``autograder/rubric.toml``: the points of the hidden test cells (``autograder.parts``).
 
 Generated files:
 
@@ -17,7 +18,9 @@ Generated files:
 * ``assignments/stub/test_public.py``: the public checks plus one pytest test per check;
 * ``assignments/source/mha/mha.ipynb``: the nbgrader source notebook: the narrative, one
   graded cell per API name (verbatim from the reference, markers included), each followed
-  by its public test cell, and the written questions as manually graded answer cells.
+  by its public test cell and its hidden test cell, and the written questions as manually
+  graded answer cells. A hidden test cell holds the rest of its part's rubric points; the
+  autograder scores both cells of a part (``autograder/nbgrader_plugin.py``).
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
+from autograder import parts, scoring
+
 from . import narrative
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +44,7 @@ STUB = Path("assignments/stub/mha.py")
 PUBLIC_TESTS = Path("assignments/stub/test_public.py")
 NOTEBOOK = Path("assignments/source/mha") / narrative.NOTEBOOK_NAME
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -223,8 +229,46 @@ def _code(grade_id: str, source: str, **nbgrader) -> nbformat.NotebookNode:
     return v4.new_code_cell(source, id=grade_id, metadata=_meta(grade_id, **nbgrader))
 
 
+HIDDEN_TEST = """\
+# Hidden tests of {what}: {points}.
+{begin}
+# The autograder grades this part after you submit, outside this notebook's kernel:
+# nbgrader's autograde step runs autograder.nbgrader_plugin.TrustedGrades (nbgrader_config.py),
+# which replaces this cell's output with the score and feedback of these checks (rubric points):
+{checks}
+# Run in a kernel, this cell proves nothing, so it scores nothing; `nbgrader validate` passes it.
+None if __import__("os").environ.get("NBGRADER_EXECUTION") == "validate" else 0.0
+{end}"""
+
+
+def _plural(n: float) -> str:
+    return f"{n:g} point{'s' if n != 1 else ''}"
+
+
+def hidden_test(part: str, public_points: int, rubric: scoring.Rubric) -> nbformat.NotebookNode:
+    """The hidden test cell of a part: the rest of the part's rubric points, scored by the
+    autograder (its region lists the checks; generate_assignment removes it)."""
+    total = parts.points(rubric).get(part, 0)
+    if total <= public_points:
+        raise BuildError(f"the rubric gives {part} {_plural(total)}, not more than the "
+                         f"{_plural(public_points)} of its public test cell in assignments/narrative.py")
+    points = (f"{_plural(total - public_points)} of its {total:g} (the public test cell above "
+              f"holds the other {public_points})" if public_points else _plural(total))
+    what = part if part != parts.CONVENTIONS else (
+        "the conventions (inputs unchanged, cost parity, any device and dtype)")
+    listed = "\n".join(f"#   {name} ({value:g})" for name, value in rubric.points.items()
+                       if value > 0 and parts.part_of(name) == part)
+    source = HIDDEN_TEST.format(what=what, points=points, begin=HIDDEN_BEGIN, end=HIDDEN_END,
+                                checks=listed)
+    hidden = total - public_points
+    return _code(parts.HIDDEN + part, source, grade=True, locked=True,
+                 points=int(hidden) if float(hidden).is_integer() else hidden)
+
+
 def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
-    """The nbgrader source notebook: narrative, graded cells, public tests, written questions."""
+    """The nbgrader source notebook: narrative, graded cells, public and hidden tests, written
+    questions."""
+    rubric = scoring.load_rubric()
     helpers = "# Helpers for the public test cells. Run this cell; do not edit it.\n\n" + checks.helpers
     cells = [_markdown("title", narrative.TITLE), _markdown("setup", narrative.IMPORTS_TEXT),
              _code("imports", ref.imports, locked=True), _code("test_helpers", helpers, locked=True)]
@@ -233,13 +277,14 @@ def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
         cells.append(_markdown(f"section-{section.number}",
                                f"## {section.number}. {section.title}\n\n{section.text}"))
         for item in section.items:
-            points = f"{item.points} point{'s' if item.points != 1 else ''}"
+            points = f"{_plural(item.points)} of {parts.points(rubric)[item.api]:g}"
             test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
                     f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
             cells += [_markdown(f"task-{item.api}", item.text),
                       _code(item.api, ref.definitions[item.api], solution=True),
                       _code(f"test_{item.api}", test, grade=True, locked=True, points=item.points)]
-            # Hidden test cells (a later issue) go here, right after the public one.
+            cells.append(hidden_test(item.api, item.points, rubric))
+    cells.append(hidden_test(parts.CONVENTIONS, 0, rubric))
     number, title, text = narrative.QUESTIONS_SECTION
     cells.append(_markdown(f"section-{number}", f"## {number}. {title}\n\n{text}"))
     for question in narrative.QUESTIONS:

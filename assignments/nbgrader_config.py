@@ -6,6 +6,7 @@ The source notebook ``source/mha/mha.ipynb`` is generated: edit ``solutions/mha.
 ``python -m assignments.build`` from the repository root.
 """
 import os
+import sys
 
 c = get_config()  # noqa: F821 -- nbgrader defines get_config when it loads this file
 
@@ -23,3 +24,21 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # The notebook imports torch and runs small examples: generous, but finite.
 c.Execute.timeout = 120
+
+# Autograding: the autograder, not the student's kernel, scores every autograded cell.
+# TrustedGrades (autograder/nbgrader_plugin.py) runs before SaveAutoGrades: it grades the
+# notebook's code in the autograder's sandbox and writes each test cell's score and feedback
+# from that report, so nothing a student cell patches in the kernel counts. The autograder
+# must be importable here: installed (pip install -e REPO), or this is REPO/assignments.
+try:
+    import autograder.nbgrader_plugin as plugin
+except ImportError:
+    sys.path.insert(0, os.path.dirname(c.CourseDirectory.root))
+    import autograder.nbgrader_plugin as plugin
+c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
+c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
+c.TrustedGrades.device = "auto"    # the GPU checks run where there is one
+# A test cell deleted from a submission comes back (and is scored), instead of scoring nothing.
+c.OverwriteCells.add_missing_cells = True
+# Feedback: the cells' outputs are the autograder's feedback; the hidden tests' source is cut.
+c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()

@@ -49,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="grade the bundled example submissions")
     _common(d)
     sub.add_parser("checks", help="list every check with its group, points and purpose")
+    a = sub.add_parser("audit", help="re-grade every submission of an nbgrader course outside "
+                       "nbgrader and list the students whose gradebook score differs")
+    a.add_argument("course", help="the course's root folder (holds nbgrader_config.py)")
+    a.add_argument("--assignment", help="audit only this assignment")
+    a.add_argument("--format", choices=("text", "json"), default="text")
+    a.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                   help="default: the course config's TrustedGrades.device")
+    a.add_argument("--seed", type=int, help="default: the course config's TrustedGrades.seed")
+    a.add_argument("--rubric", help="default: the course config's TrustedGrades.rubric")
     k = sub.add_parser("package", help="build the Gradescope autograder zip or the GitHub "
                        "Classroom template repository")
     k.add_argument("target", choices=("gradescope", "classroom"))

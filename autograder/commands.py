@@ -135,5 +135,26 @@ def package(args) -> int:
     return EXIT_OK
 
 
+def audit(args) -> int:
+    import json
+    try:
+        from . import audit as auditing
+    except ImportError as e:
+        raise UsageError(f"audit needs nbgrader (pip install nbgrader): {e}") from None
+    if not Path(args.course).is_dir():
+        raise UsageError(f"{args.course}: no such folder")
+    try:
+        with integrity.guard():
+            result = auditing.run(args.course, seed=args.seed, rubric=args.rubric,
+                                  device=args.device, assignment=args.assignment)
+    except (auditing.AuditError, scoring.RubricError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    except (GraderError, integrity.TamperedError) as e:
+        raise GraderFailure(str(e)) from None
+    sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.format == "json"
+                     else auditing.describe(result))
+    return EXIT_GRADER if result.failures else EXIT_OK
+
+
 COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks,
-            "report": report, "bench": bench, "package": package}
+            "report": report, "bench": bench, "package": package, "audit": audit}
