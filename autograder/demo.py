@@ -34,9 +34,18 @@ def run(grader: api.Grader, out=sys.stdout) -> list:
               f"{time.monotonic() - start:5.1f} s   mistakes found: {codes}", file=out, flush=True)
     print("\nWhat the grader told each student (first lines):", file=out)
     for label, report in reports:
-        lines = [d.message for d in report.diagnoses] or list(report.notes[:1]) or \
-            ["full marks" if report.score >= report.max_score else "see the checks"]
-        print(f"  - {label}: {lines[0][:150]}", file=out)
+        print(f"  - {label}: {_headline(report)[:150]}", file=out)
     print("\nGrade your own file: python -m autograder grade path/to/mha.py "
           "[--format text|json|gradescope|junit]", file=out)
     return reports
+
+
+def _headline(report) -> str:
+    """The one line a newcomer should read: the mistake, else what stopped the grading."""
+    if report.diagnoses:
+        return report.diagnoses[0].message
+    if report.score >= report.max_score:
+        return "full marks"
+    first = next((r.feedback for r in report.results if r.score < r.max_score and r.feedback), "")
+    problem = next((n for n in report.notes if "rescale" not in n), "")
+    return (problem if problem and "syntax" in problem or not first else first).splitlines()[0]
