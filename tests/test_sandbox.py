@@ -440,7 +440,9 @@ def test_reduced_isolation_is_reported():
             import worker
             jail.unshare = lambda flags: False          # as where namespaces are refused
             notes = worker.isolate({"uid": UID_BASE + 999_999, "root_ready": False,
-                                    "limits": {}, "fallback_dir": "/tmp"})
+                                    "limits": {}})
+            notes.append(f"cwd {os.getcwd()}")
+            os.rmdir(os.getcwd())
             os.write(write, json.dumps(notes).encode())
             status = 0
         finally:
@@ -450,6 +452,7 @@ def test_reduced_isolation_is_reported():
     os.waitpid(pid, 0)
     assert any("reference confidentiality is not enforced" in n for n in notes)
     assert any("no PID namespace" in n for n in notes)
+    assert any(n.startswith("cwd /tmp/autograder-sandbox-") for n in notes)   # its own cwd
 
 
 def test_outputs_are_drained_concurrently():

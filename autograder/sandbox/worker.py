@@ -12,6 +12,7 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import types
 
 import torch
@@ -76,7 +77,10 @@ def isolate(config: dict) -> list[str]:
         notes += _enter_jail(config, root, uid)
     except (jail.JailError, OSError) as e:
         notes.append(f"{UNHIDDEN} [{e}]")
-        os.chdir(config.get("fallback_dir") or "/tmp")
+        folder = tempfile.mkdtemp(prefix="autograder-sandbox-")    # at least its own cwd
+        if root:
+            os.chown(folder, uid, uid)
+        os.chdir(folder)
     if not config.get("pid_namespace"):
         notes.append("reduced isolation: no PID namespace, so processes the submission "
                      "leaves behind are killed by process group (or by user, as root) only")
