@@ -11,9 +11,11 @@ and gives each sandbox its own PID namespace: when the sandbox's first process d
 kernel kills every process it left behind, wherever it went.
 
 Control protocol (a Unix socket from the grader): one JSON line per message.
-  grader -> zygote  {"op": "fork", "config": {...}}  -> {"pid": N, "uid": U} + 3 fds
+  grader -> zygote  {"op": "setup", "hide": [...], "memory_bytes": N}  (first, once)
+                    {"op": "fork", "config": {...}}  -> {"pid": N, "uid": U} + 3 fds
                     {"op": "kill", "pid": N}
-  zygote -> grader  {"exited": N, "status": S, "reason": R}   (S: exit code, or -signal;
+  zygote -> grader  {"ready": true}                          (after setup)
+                    {"exited": N, "status": S, "reason": R}   (S: exit code, or -signal;
                     R: "memory" when the zygote killed it for its memory, else null)
 """
 from __future__ import annotations
