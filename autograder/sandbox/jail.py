@@ -53,7 +53,9 @@ def _inside(path: str, folders) -> bool:
 def runtime_paths(hide) -> list[str]:
     """Real folders the interpreter needs, parents before children, none inside `hide`."""
     found = set(SYSTEM) | {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    found |= {p for p in sys.path if p}
+    found |= {p for p in sys.path if p.startswith("/")}
+    found |= {p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":")    # e.g. CUDA's
+              if p.startswith("/")}
     with open("/proc/self/maps") as maps:
         for line in maps:
             fields = line.split(maxsplit=5)
@@ -108,9 +110,7 @@ def build(hide) -> str:
     links = {k: v for k, v in _symlinks(wanted).items()
              if not _inside(k, paths) and os.path.realpath(k) != k}
     devices = [d for d in os.listdir("/dev") if d in DEVICES or d.startswith("nvidia")]
-    sources = {p: os.open(p, os.O_PATH) for p in paths}
-    sources.update({f"/dev/{d}": os.open(f"/dev/{d}", os.O_PATH) for d in devices
-                    if not os.path.isdir(f"/dev/{d}")})
+    sources = {p: os.open(p, os.O_PATH) for p in paths + [f"/dev/{d}" for d in devices]}
     try:
         mount("none", ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
         for link, text in sorted(links.items()):
@@ -120,9 +120,12 @@ def build(hide) -> str:
         for folder in ("tmp", "proc", "dev/shm"):
             os.makedirs(f"{ROOT}/{folder}", mode=0o755, exist_ok=True)
         for path, fd in sources.items():
-            if path.startswith("/dev/"):
+            if path.startswith("/dev/") and not os.path.isdir(path):    # a device node
                 open(ROOT + path, "w").close()
                 mount(f"/proc/self/fd/{fd}", ROOT + path, None, MS_BIND)
+            elif path.startswith("/dev/"):                              # e.g. nvidia-caps/
+                os.makedirs(ROOT + path, mode=0o755, exist_ok=True)
+                mount(f"/proc/self/fd/{fd}", ROOT + path, None, MS_BIND | MS_REC)
             else:
                 os.makedirs(ROOT + path, mode=0o755, exist_ok=True)
                 _bind_readonly(f"/proc/self/fd/{fd}", ROOT + path)
