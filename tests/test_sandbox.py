@@ -255,6 +255,19 @@ def test_the_sandbox_sees_only_itself(zygote):
     box.close()
 
 
+def test_the_usual_devices_work(zygote):
+    """/dev/null, /dev/zero and /dev/urandom behave as everywhere (code may print to null)."""
+    box = sandbox(zygote, """
+        def head_weight_shape(*a):
+            with open("/dev/null", "w") as f:
+                f.write("x")
+            with open("/dev/urandom", "rb") as f, open("/dev/zero", "rb") as g:
+                return len(f.read(8)) + len(g.read(8))
+    """)
+    assert value(box) == 16
+    box.close()
+
+
 def test_network_is_unreachable(zygote):
     """Can a submission reach a listener of the grader's machine (abstract Unix socket, TCP)?"""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -94,7 +94,8 @@ def _readonly_submounts(root: str) -> None:
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f]
     for point in points:
-        if point.startswith(root + "/"):
+        # device nodes are left alone: a remount adding nodev would make them unusable
+        if point.startswith(root + "/") and not point.startswith(root + "/dev/"):
             try:
                 mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
             except JailError:
