@@ -242,7 +242,8 @@ def test_the_sandbox_sees_only_itself(zygote):
     (procs, ppid, uid, cwd, env, fds, readable, writable, tmp, shm, modules, nets) = value(box)
     assert procs == "['1']" and ppid == 0                      # nothing of the host's
     assert uid >= UID_BASE and cwd == "/tmp"
-    assert env == str(sorted(["HOME", "LANG", "MKL_NUM_THREADS", "OMP_NUM_THREADS", "PATH"]))
+    assert env == str(sorted(["HOME", "LANG", "LOGNAME", "MKL_NUM_THREADS", "OMP_NUM_THREADS",
+                              "PATH", "USER"]))
     assert len(eval(fds)) <= 5                                  # 0, 1, 2, the channel, listdir's
     assert readable == "[]"
     assert writable == "[]" and tmp and shm

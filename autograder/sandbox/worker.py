@@ -230,6 +230,7 @@ def child_main(sock: socket.socket, out_fd: int, err_fd: int, config: dict) -> N
         sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
         os.environ.clear()
         os.environ.update({"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+                           "USER": "sandbox", "LOGNAME": "sandbox",   # its uid has no name
                            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
         notes = isolate(config)
         sys.path[:] = [p for p in sys.path if os.path.isdir(p)]
