@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,35 +20,19 @@ from pathlib import Path
 import pytest
 
 from autograder import api
+from sandbox_users import sandbox_processes
 
 ROOT = api.PROJECT
 ATTACKS = sorted((ROOT / "tests" / "submissions" / "attacks").glob("*.py"))
 CATALOGUE = ROOT.parent / "shared" / "catalog" / "adversarial"
 CATALOGUED = sorted(CATALOGUE.glob("*.py")) if CATALOGUE.is_dir() else []
 MARKERS = ("ATTACK_ESCAPE_MARKER", "ATTACK_SIDE_MARKER", "ADVERSARIAL_a17_UNPICKLED.txt")
-UID_BASE = 1_700_000_000
 
 
 def honest(path: Path) -> str:
     head = path.read_bytes()[:4000].decode("utf-8", "replace")
     found = re.search(r"^#\s*HONEST:\s*(\S+)", head, re.M)
     return found.group(1).lower() if found else "0"
-
-
-def sandbox_processes(grader) -> set[int]:
-    """Live processes run by the users of this grader's sandboxes (zygote.fork numbers
-    them from UID_BASE + (zygote pid % 100000) * 1000; other graders use other ranges)."""
-    first = UID_BASE + (grader.zygote.proc.pid % 100_000) * 1000
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
-        except (OSError, StopIteration, ValueError):
-            continue
-        if first <= uid < first + 1000:
-            found.add(int(pid))
-    return found
 
 
 def protected_digest() -> str:
@@ -110,9 +93,9 @@ def grade_safely(grader, path: Path, reference, limit: float):
     assert protected_digest() == before_files
     assert markers() == []
     deadline = time.monotonic() + 5
-    while sandbox_processes(grader) and time.monotonic() < deadline:
+    while sandbox_processes(grader.zygote) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not sandbox_processes(grader), "a process of the sandbox outlived it"
+    assert not sandbox_processes(grader.zygote), "a process of the sandbox outlived it"
     return report
 
 

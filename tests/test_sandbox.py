@@ -19,10 +19,10 @@ import torch
 from autograder import api
 from autograder.sandbox import host, probes, protocol, results, spawn
 from autograder.sandbox.host import Sandbox, StudentError, Zygote
+from sandbox_users import UID_BASE, sandbox_processes
 
 ROOT = api.PROJECT
 MEMORY = 1 << 30                     # small, so the memory watchdog is quick to test
-UID_BASE = 1_700_000_000             # zygote.UID_BASE: sandbox users are numbered from here
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root here")
 
 
@@ -51,19 +51,8 @@ def value(box: Sandbox, fn: str = "head_weight_shape", *args, group: str = "g"):
 
 
 def uids_alive(zygote) -> set[int]:
-    """Users of the live processes that belong to this zygote's sandboxes (zygote.fork
-    numbers them from UID_BASE + (zygote pid % 100000) * 1000)."""
-    first = UID_BASE + (zygote.proc.pid % 100_000) * 1000
-    found = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
-        except (OSError, StopIteration, ValueError):
-            continue
-        if first <= uid < first + 1000:
-            found.add(uid)
-    return found
+    """Users of the live processes that belong to this zygote's sandboxes."""
+    return set(sandbox_processes(zygote).values())
 
 
 def wait_until(predicate, timeout: float = 5.0) -> bool:

@@ -73,7 +73,7 @@ def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropo
     return student, ref
 
 
-def compare_runs(c: Config, runs, student, ref, *, label: str, grads: bool = False) -> None:
+def compare_runs(c: Config, runs, student, ref, *, grads: bool = False) -> None:
     for run, s, r in zip(runs, student["runs"], ref["runs"]):
         lens = run.get("valid_lens")
         what = f"forward of {c.describe()}" + (f", valid_lens {lens.tolist()}" if lens is not None else "")
@@ -134,7 +134,7 @@ def mha_values(p: Probe) -> None:
     for c in CONFIGS:
         runs = [inputs(gen, c)]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref, label="values")
+        compare_runs(c, runs, student, ref)
 
 
 @check("MultiHeadAttention.masked", group="mha")
@@ -144,7 +144,7 @@ def mha_masked(p: Probe) -> None:
     for c in MASKED:
         runs = [inputs(gen, c, masked="1-d"), inputs(gen, c, masked="2-d")]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref, label="masked")
+        compare_runs(c, runs, student, ref)
 
 
 @check("MultiHeadAttention.grads", group="mha")
@@ -154,7 +154,7 @@ def mha_grads(p: Probe) -> None:
     for c in (CONFIGS[0], CONFIGS[3], MASKED[0]):
         runs = [inputs(gen, c, masked="1-d" if c.name.startswith("masked") else None, grad=True)]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref, label="grads", grads=True)
+        compare_runs(c, runs, student, ref, grads=True)
 
 
 @check("MultiHeadAttention.dropout", group="mha", requires=["MultiHeadAttention.values"])
@@ -170,7 +170,7 @@ def mha_dropout(p: Probe) -> None:
         p.observations["eval_nondeterministic"] = True
         raise CheckFailed(f"{c.describe()} with dropout=0.5: two eval-mode forwards on the same "
                           "inputs differ, so dropout still acts after model.eval()")
-    compare_runs(c, runs, student, ref, label="dropout")
+    compare_runs(c, runs, student, ref)
     train = [dict(inputs(gen, c), train=True, seed=1)]
     student, _ = run_both(p, c, train, dropout=0.5)
     _, eval_ref = run_both(p, c, [dict(train[0], train=False)], dropout=0.5)
