@@ -422,10 +422,12 @@ def test_the_zygote_holds_nothing_secret(zygote):
         def head_weight_shape(*a):
             texts = [o for o in gc.get_objects() if type(o) is dict and "MultiHeadAttention" in o
                      and o.get("__name__") not in (None, "mha")]
+            finders = [getattr(f, "__module__", "") for f in sys.meta_path + sys.path_hooks]
             return str(sorted(m for m in sys.modules if "solution" in m or "autograder" in m
-                              or m in ("checks", "rubric", "api", "runner"))) + str(len(texts))
+                              or m in ("checks", "rubric", "api", "runner"))) + str(len(texts)) \
+                + str([m for m in finders if not m.startswith(("_frozen_importlib", "zipimport"))])
     """)
-    assert value(box) == "[]0"
+    assert value(box) == "[]0[]"   # an editable install's finder is dropped, too
     box.close()
 
 

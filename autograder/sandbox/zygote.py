@@ -28,6 +28,31 @@ import signal
 import socket
 import sys
 
+
+def _forget_the_installation() -> None:
+    """Drop what site-packages' ``.pth`` files added for this project before anything runs.
+
+    An editable install (``pip install -e``) puts a finder on ``sys.meta_path`` that maps
+    ``autograder``, ``solutions`` and ``assignments`` to the project's folders, and an older
+    one puts the project's root on ``sys.path``; ``python -I`` still runs them. Only the
+    interpreter's own finders and path hooks stay, and no path inside the project but this
+    folder, so nothing here (nor in a sandbox forked from here) can name a grader module.
+    """
+    standard = {"_frozen_importlib", "_frozen_importlib_external", "zipimport"}
+    owner = lambda f: getattr(f, "__module__", None) or type(f).__module__  # noqa: E731
+    dropped = {owner(f) for f in sys.meta_path + sys.path_hooks} - standard
+    sys.meta_path[:] = [f for f in sys.meta_path if owner(f) in standard]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if owner(h) in standard]
+    sys.path_importer_cache.clear()
+    here = os.path.dirname(os.path.abspath(__file__))
+    project = os.path.dirname(os.path.dirname(here))
+    inside = lambda p: (p + os.sep).startswith(project + os.sep)  # noqa: E731
+    sys.path[:] = [p for p in sys.path if p == here or os.path.isabs(p) and not inside(p)]
+    for name in dropped:
+        sys.modules.pop(name, None)
+
+
+_forget_the_installation()
 os.environ["OMP_NUM_THREADS"] = "1"
 import torch  # noqa: E402  (after the thread settings)
 
