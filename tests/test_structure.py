@@ -156,6 +156,26 @@ def test_structure_mistakes_are_diagnosed_alone(grade, name):
         assert lost(report) == expected_lost
 
 
+@pytest.mark.parametrize("call", [
+    "torch.ops.aten.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)",
+    "torch._C._nn.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(Q, K, V)[0]",
+])
+def test_built_in_attention_is_seen_however_it_is_reached(grade, tmp_path, call):
+    """Is the forbidden kernel noticed when the module reaches it past torch.nn.functional
+    (the operator table, the C binding, an internal kernel), and do the module's points go?"""
+    source = (OWN / "sdpa_in_forward.py").read_text()
+    original = "nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)"
+    assert original in source
+    path = tmp_path / "mha.py"
+    path.write_text(source.replace(original, call))
+    report = grade(path)
+    said = {d.code: d.message for d in report.diagnoses}
+    assert "scaled_dot_product" in said["api.forbidden-sdpa"]
+    assert by_name(report)["MultiHeadAttention.builtin"].status.value == "failed"
+    assert all(r.score == 0 for r in report.results if r.group == "mha")
+
+
 def test_device_feedback_names_cause_and_fix(grade):
     """Do the device and precision checks say what happened and how to fix it?"""
     meta = by_name(grade(OWN / "cpu_ones_mask.py"))["device.meta"].feedback

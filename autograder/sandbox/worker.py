@@ -6,7 +6,7 @@ receives inputs, runs probes, and sends back data.
 """
 from __future__ import annotations
 
-import contextlib
+import math
 import os
 import resource
 import signal
@@ -14,6 +14,7 @@ import socket
 import sys
 import tempfile
 import types
+import warnings
 
 import torch
 
@@ -25,10 +26,6 @@ API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_h
        "masked_softmax", "attention_pool", "MultiHeadAttention")
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 FORBIDDEN_HITS: list[str] = []
-#: Probes whose aten ops are all watched for forbidden kernels: the module's forward, as the
-#: value checks run it. A dispatch mode costs about 40% of a probe's time, so the others are
-#: watched only through the Python-level spies (``_install_spies``).
-GUARDED = frozenset({"mha", "mha_loads"})
 UNHIDDEN = ("reduced isolation: no namespaces here, so the reference and the hidden checks "
             "are not hidden from the submission (reference confidentiality is not enforced; "
             "run the grader as root, or enable unprivileged user namespaces)")
@@ -109,7 +106,8 @@ def isolate(config: dict) -> list[str]:
 
 
 def _install_spies() -> None:
-    """Note calls of the built-in attention the contract forbids, however they are reached."""
+    """Note calls of torch's Python-level multi-head attention, whose default path computes
+    with plain matrix products and so never reaches a watched kernel."""
     F = torch.nn.functional
 
     def spy(name, fn):
@@ -117,20 +115,79 @@ def _install_spies() -> None:
             FORBIDDEN_HITS.append(name)
             return fn(*args, **kwargs)
         return wrapper
-    F.scaled_dot_product_attention = spy("scaled_dot_product_attention",
-                                         F.scaled_dot_product_attention)
     F.multi_head_attention_forward = spy("multi_head_attention_forward",
                                          F.multi_head_attention_forward)
     torch.nn.MultiheadAttention.forward = spy("torch.nn.MultiheadAttention",
                                               torch.nn.MultiheadAttention.forward)
 
 
-class _ForbiddenKernels(probes.DispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.__name__
-        if any(f in name for f in probes.FORBIDDEN_OPS):
-            FORBIDDEN_HITS.append(f"aten::{name.split('.')[0]}")
-        return func(*args, **(kwargs or {}))
+#: Where a built-in attention operator may have its kernel; each one found is replaced.
+KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta")
+_KERNELS: list = []      # the registrations live as long as this library object
+
+
+def watch_forbidden_kernels() -> int:
+    """Replace the kernels of torch's built-in attention operators with ones that note the call.
+
+    Done once, in the zygote after its warm-up, so every sandbox inherits it for free: only
+    these operators pass through Python, however they are reached (``F``, ``torch.ops.aten``,
+    ``torch._C._nn``), on every probe; a dispatch mode watching every operator instead cost
+    about 40% of the module's probes. The public ``scaled_dot_product_attention`` still
+    answers, with the same math, so a module that uses it is scored as before (the rubric
+    voids its points); the internal kernels behind it refuse, naming the rule. Returns the
+    number of kernels replaced.
+    """
+    if _KERNELS:
+        return 0
+    try:
+        names = sorted({s.name.split("::", 1)[1] for s in torch._C._jit_get_all_schemas()
+                        if s.name.startswith("aten::")
+                        and any(f in s.name for f in probes.FORBIDDEN_OPS)})
+    except (AttributeError, RuntimeError):
+        names = ["scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                 "_scaled_dot_product_flash_attention_for_cpu", "_native_multi_head_attention"]
+    library = torch.library.Library("aten", "IMPL")
+    _KERNELS.append(library)
+    count = 0
+    with warnings.catch_warnings():        # "overriding a previously registered kernel"
+        warnings.simplefilter("ignore")
+        for name in names:
+            kernel = _noted_attention if name == "scaled_dot_product_attention" else _refusal(name)
+            for key in KERNEL_KEYS:
+                if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
+                    library.impl(name, kernel, key)
+                    count += 1
+    return count
+
+
+def _noted_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+                     scale=None, enable_gqa=False):
+    """``scaled_dot_product_attention``, noted, then computed the textbook way."""
+    FORBIDDEN_HITS.append("aten::scaled_dot_product_attention")
+    if enable_gqa:
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), -3)
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), -3)
+    scale = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    scores = query @ key.transpose(-2, -1) * scale
+    if is_causal:
+        keep = torch.ones(query.size(-2), key.size(-2), dtype=torch.bool,
+                          device=query.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
+                  else scores + attn_mask)
+    weights = torch.softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = torch.nn.functional.dropout(weights, dropout_p, training=True)
+    return weights @ value
+
+
+def _refusal(name: str):
+    def refuse(*args, **kwargs):
+        FORBIDDEN_HITS.append(f"aten::{name}")
+        raise RuntimeError(f"torch's built-in attention kernel {name} is not allowed in this "
+                           "assignment: build the attention from your own parts")
+    return refuse
 
 
 # ----------------------------------------------------------------------------------------
@@ -191,13 +248,11 @@ def serve(channel: Channel, notes: list[str]) -> None:
     channel.send(answer)
     if module is None:
         return
-    guard, unguarded = _ForbiddenKernels(), contextlib.nullcontext()
     while True:
         request = channel.recv()
         FORBIDDEN_HITS.clear()
         try:
-            with guard if request["probe"] in GUARDED else unguarded:
-                result = {"ok": probes.PROBES[request["probe"]](module, **request["kwargs"])}
+            result = {"ok": probes.PROBES[request["probe"]](module, **request["kwargs"])}
         except probes.ProbeError as e:
             result = {"bad": str(e)}
         except BaseException as e:

@@ -271,6 +271,7 @@ def main() -> None:
     except OSError:
         pass
     probes.warm_up()
+    worker.watch_forbidden_kernels()    # after the warm-up: sandboxes inherit it
     options, rest = _setup(control)
     zygote = Zygote(control, options)
     zygote.buffer = rest
