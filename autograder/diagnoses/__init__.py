@@ -1,7 +1,7 @@
 """Recognising mistakes by their behaviour, with the TAXONOMY's codes."""
 from __future__ import annotations
 
-from ..model import Diagnosis
+from ..model import Diagnosis, Status
 from ..sandbox.host import StudentError
 
 DIAGNOSES: list = []
@@ -15,6 +15,10 @@ def diagnosis(code: str):
 
 
 def diagnose(probe, results) -> list[Diagnosis]:
+    """The mistakes the submission's behaviour shows. One that passes every check it could
+    run shows none, and is not probed further (the mutants' forwards cost the most here)."""
+    if all(r.status in (Status.PASSED, Status.SKIPPED) for r in results):
+        return []
     from . import structure, values  # noqa: F401  (registers)
     by_name = {r.name: r for r in results}
     found = []
