@@ -176,6 +176,32 @@ def test_built_in_attention_is_seen_however_it_is_reached(grade, tmp_path, call)
     assert all(r.score == 0 for r in report.results if r.group == "mha")
 
 
+@pytest.mark.parametrize("compute", [
+    lambda a, b, bias: a[0] @ b[0],                                  # mm
+    lambda a, b, bias: a @ b,                                        # bmm
+    lambda a, b, bias: a.unsqueeze(1) @ b.unsqueeze(1).expand(-1, 3, -1, -1),  # 4-d matmul
+    lambda a, b, bias: torch.einsum("bnk,bkm->bnm", a, b),
+    lambda a, b, bias: torch.nn.functional.linear(a, b[0].T, bias),  # addmm
+    lambda a, b, bias: torch.baddbmm(torch.zeros(2, 4, 6, dtype=a.dtype), a, b),
+    lambda a, b, bias: (a.unsqueeze(-1) * b.unsqueeze(1)).sum(-2),   # no product: 0 FLOPs
+])
+def test_the_traced_flops_are_those_torch_counts(compute):
+    """Does the one traced forward count the FLOPs torch.utils.flop_counter would?"""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from autograder.sandbox import probes
+    a, b = torch.randn(2, 4, 5, dtype=torch.float64), torch.randn(2, 5, 6, dtype=torch.float64)
+    bias = torch.randn(6, dtype=torch.float64)
+    with torch.no_grad():
+        counter = FlopCounterMode(display=False)
+        with counter:
+            compute(a, b, bias)
+        trace = probes.OpTrace("cpu")
+        with trace:
+            compute(a, b, bias)
+    assert trace.flops == counter.get_total_flops()
+
+
 def test_device_feedback_names_cause_and_fix(grade):
     """Do the device and precision checks say what happened and how to fix it?"""
     meta = by_name(grade(OWN / "cpu_ones_mask.py"))["device.meta"].feedback

@@ -105,8 +105,9 @@ def cost_params(p: Probe) -> None:
 
 @check("cost.flops", group="cost", requires=WORKS)
 def cost_flops(p: Probe) -> None:
-    """Forward's FLOPs (torch.utils.flop_counter) do not exceed the reference's and do not grow
-    with num_heads (SPEC item 4: all heads cost as much as one head of width d_total)."""
+    """Forward's matrix-product FLOPs (as torch.utils.flop_counter counts them) do not exceed
+    the reference's and do not grow with num_heads (SPEC item 4: all heads cost as much as
+    one head of width d_total)."""
     for name, student, ref in ev.flop_counts(p):
         over = [h for h in student if student[h] > ref[h] * (1 + ev.FLOP_SLACK)]
         spread = max(student.values()) > min(student.values()) * (1 + ev.FLOP_SLACK)
