@@ -29,20 +29,32 @@ import socket
 import sys
 
 
+#: The project's top-level packages: nothing in the zygote may be able to import them.
+PROJECT_PACKAGES = ("autograder", "solutions", "assignments", "tests")
+
+
 def _forget_the_installation() -> None:
     """Drop what site-packages' ``.pth`` files added for this project before anything runs.
 
     An editable install (``pip install -e``) puts a finder on ``sys.meta_path`` that maps
-    ``autograder``, ``solutions`` and ``assignments`` to the project's folders, and an older
-    one puts the project's root on ``sys.path``; ``python -I`` still runs them. Only the
-    interpreter's own finders and path hooks stay, and no path inside the project but this
-    folder, so nothing here (nor in a sandbox forked from here) can name a grader module.
+    ``autograder``, ``solutions`` and ``assignments`` to the project's folders (and a path
+    hook for its namespace packages), and an older one puts the project's root on
+    ``sys.path``; ``python -I`` still runs them. Every finder that can find one of the
+    project's packages goes, with whatever else its module installed, and every path inside
+    the project but this folder, so nothing here (nor in a sandbox forked from here) can
+    import a grader module. Other finders stay: torch may need them.
     """
     standard = {"_frozen_importlib", "_frozen_importlib_external", "zipimport"}
     owner = lambda f: getattr(f, "__module__", None) or type(f).__module__  # noqa: E731
-    dropped = {owner(f) for f in sys.meta_path + sys.path_hooks} - standard
-    sys.meta_path[:] = [f for f in sys.meta_path if owner(f) in standard]
-    sys.path_hooks[:] = [h for h in sys.path_hooks if owner(h) in standard]
+
+    def finds_ours(finder) -> bool:
+        try:
+            return any(finder.find_spec(name, None) is not None for name in PROJECT_PACKAGES)
+        except Exception:
+            return False
+    dropped = {owner(f) for f in sys.meta_path if owner(f) not in standard and finds_ours(f)}
+    sys.meta_path[:] = [f for f in sys.meta_path if owner(f) not in dropped]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if owner(h) not in dropped]
     sys.path_importer_cache.clear()
     here = os.path.dirname(os.path.abspath(__file__))
     project = os.path.dirname(os.path.dirname(here))
