@@ -453,6 +453,38 @@ def test_the_zygote_cannot_import_the_grader_however_it_is_installed(tmp_path):
     assert out.stdout.split("\n")[-2] == "True [] False True"
 
 
+@pytest.mark.parametrize("refused", [False, True])
+def test_built_in_attention_is_watched_even_where_torch_refuses_the_kernels(refused):
+    """Are calls of scaled_dot_product_attention noted, by its replaced kernel, or by the
+    Python spy where this torch refuses to replace kernels, with the same values either way?"""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(spawn.SANDBOX_DIR)!r})
+        import torch, worker
+        if {refused!r}:
+            def refuse(*args, **kwargs):
+                raise RuntimeError("this torch does not let Python replace aten kernels")
+            torch.library.Library.impl = refuse
+        watched = worker.watch_forbidden_kernels()
+        worker._install_spies()
+        q = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+        keep = torch.rand(2, 1, 4, 4) > 0.3
+        keep[..., 0] = True
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=keep)
+        w = torch.softmax((q @ q.transpose(-2, -1) / 5 ** 0.5).masked_fill(~keep, -torch.inf), -1)
+        print("scaled_dot_product_attention" in watched, sorted(set(worker.FORBIDDEN_HITS)),
+              torch.allclose(out, w @ q, atol=1e-12))
+    """)
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=120, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.strip().split("\n")[-1]
+    if refused:
+        assert line == "False ['scaled_dot_product_attention'] True"
+    else:
+        assert line == "True ['aten::scaled_dot_product_attention'] True"
+
+
 def test_the_zygote_holds_nothing_secret(zygote):
     """Does the process every sandbox is forked from hold no grader module, no reference and
     no environment beyond the few variables it needs?"""

@@ -107,7 +107,8 @@ def isolate(config: dict) -> list[str]:
 
 def _install_spies() -> None:
     """Note calls of torch's Python-level multi-head attention, whose default path computes
-    with plain matrix products and so never reaches a watched kernel."""
+    with plain matrix products and so never reaches a watched kernel; and of
+    ``F.scaled_dot_product_attention`` where its kernel could not be watched."""
     F = torch.nn.functional
 
     def spy(name, fn):
@@ -115,6 +116,9 @@ def _install_spies() -> None:
             FORBIDDEN_HITS.append(name)
             return fn(*args, **kwargs)
         return wrapper
+    if "scaled_dot_product_attention" not in WATCHED:
+        F.scaled_dot_product_attention = spy("scaled_dot_product_attention",
+                                             F.scaled_dot_product_attention)
     F.multi_head_attention_forward = spy("multi_head_attention_forward",
                                          F.multi_head_attention_forward)
     torch.nn.MultiheadAttention.forward = spy("torch.nn.MultiheadAttention",
@@ -124,9 +128,10 @@ def _install_spies() -> None:
 #: Where a built-in attention operator may have its kernel; each one found is replaced.
 KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta")
 _KERNELS: list = []      # the registrations live as long as this library object
+WATCHED: set[str] = set()   # the operators whose kernels were replaced
 
 
-def watch_forbidden_kernels() -> int:
+def watch_forbidden_kernels() -> set[str]:
     """Replace the kernels of torch's built-in attention operators with ones that note the call.
 
     Done once, in the zygote after its warm-up, so every sandbox inherits it for free: only
@@ -134,30 +139,36 @@ def watch_forbidden_kernels() -> int:
     ``torch._C._nn``), on every probe; a dispatch mode watching every operator instead cost
     about 40% of the module's probes. The public ``scaled_dot_product_attention`` still
     answers, with the same math, so a module that uses it is scored as before (the rubric
-    voids its points); the internal kernels behind it refuse, naming the rule. Returns the
-    number of kernels replaced.
+    voids its points); the internal kernels behind it refuse, naming the rule. A torch that
+    refuses a replacement keeps its kernel (``_install_spies`` then watches the public
+    function in Python). Returns the names of the operators watched.
     """
     if _KERNELS:
-        return 0
+        return WATCHED
     try:
         names = sorted({s.name.split("::", 1)[1] for s in torch._C._jit_get_all_schemas()
                         if s.name.startswith("aten::")
                         and any(f in s.name for f in probes.FORBIDDEN_OPS)})
-    except (AttributeError, RuntimeError):
+    except Exception:                      # no operator table on this torch
         names = ["scaled_dot_product_attention", "_scaled_dot_product_attention_math",
                  "_scaled_dot_product_flash_attention_for_cpu", "_native_multi_head_attention"]
-    library = torch.library.Library("aten", "IMPL")
+    try:
+        library = torch.library.Library("aten", "IMPL")
+    except Exception:
+        return WATCHED
     _KERNELS.append(library)
-    count = 0
     with warnings.catch_warnings():        # "overriding a previously registered kernel"
         warnings.simplefilter("ignore")
         for name in names:
             kernel = _noted_attention if name == "scaled_dot_product_attention" else _refusal(name)
             for key in KERNEL_KEYS:
-                if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
-                    library.impl(name, kernel, key)
-                    count += 1
-    return count
+                try:
+                    if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
+                        library.impl(name, kernel, key)
+                        WATCHED.add(name)
+                except Exception:
+                    continue
+    return WATCHED
 
 
 def _noted_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
