@@ -411,6 +411,14 @@ def test_the_protocol_refuses_oversized_frames():
 
 # -- what the zygote holds ------------------------------------------------------------------
 
+def last_line_of_isolated_python(code: str) -> str:
+    """Run code in a fresh ``python -I`` (as the zygote is started); its last line of output."""
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=120, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().split("\n")[-1]
+
+
 def test_the_zygote_cannot_import_the_grader_however_it_is_installed(tmp_path):
     """Does the zygote's interpreter drop what an installation added for the project (an
     editable install's finder, the project's root on the path), so that it finds none of
@@ -447,10 +455,7 @@ def test_the_zygote_cannot_import_the_grader_however_it_is_installed(tmp_path):
         kept = any(type(f).__name__ == "type" and f.__name__ == "Other" for f in sys.meta_path)
         print(before, found, "project_finder" in sys.modules, kept)
     """)
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=120, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split("\n")[-2] == "True [] False True"
+    assert last_line_of_isolated_python(code) == "True [] False True"
 
 
 @pytest.mark.parametrize("refused", [False, True])
@@ -475,10 +480,7 @@ def test_built_in_attention_is_watched_even_where_torch_refuses_the_kernels(refu
         print("scaled_dot_product_attention" in watched, sorted(set(worker.FORBIDDEN_HITS)),
               torch.allclose(out, w @ q, atol=1e-12))
     """)
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=120, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-    assert out.returncode == 0, out.stderr[-2000:]
-    line = out.stdout.strip().split("\n")[-1]
+    line = last_line_of_isolated_python(code)
     if refused:
         assert line == "False ['scaled_dot_product_attention'] True"
     else:
