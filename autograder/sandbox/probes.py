@@ -243,7 +243,6 @@ def mha_raises(api, init: dict) -> dict:
 
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "is_nonzero", "item",
             "equal", "allclose", "_assert_async"}
-FORBIDDEN_OPS = ("scaled_dot_product", "_native_multi_head_attention", "multi_head_attention")
 FOREIGN_LIMIT = 5
 
 

@@ -125,6 +125,8 @@ def _install_spies() -> None:
                                               torch.nn.MultiheadAttention.forward)
 
 
+#: The aten operators of torch's built-in attention, by a part of their names.
+FORBIDDEN_OPS = ("scaled_dot_product", "_native_multi_head_attention", "multi_head_attention")
 #: Where a built-in attention operator may have its kernel; each one found is replaced.
 KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta")
 _KERNELS: list = []      # the registrations live as long as this library object
@@ -148,7 +150,7 @@ def watch_forbidden_kernels() -> set[str]:
     try:
         names = sorted({s.name.split("::", 1)[1] for s in torch._C._jit_get_all_schemas()
                         if s.name.startswith("aten::")
-                        and any(f in s.name for f in probes.FORBIDDEN_OPS)})
+                        and any(f in s.name for f in FORBIDDEN_OPS)})
     except Exception:                      # no operator table on this torch
         names = ["scaled_dot_product_attention", "_scaled_dot_product_attention_math",
                  "_scaled_dot_product_flash_attention_for_cpu", "_native_multi_head_attention"]
