@@ -10,13 +10,14 @@ from pathlib import Path
 import torch
 
 from . import checks as registry
-from . import diagnoses, integrity, scoring, submission
+from . import diagnoses, integrity, scoring, source_facts, submission
 from .model import Report
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
+NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
 #: Memory of one sandbox's processes together, watched by the zygote; on CPU runs also each
@@ -50,6 +51,7 @@ class Grader:
         self._reference_lock = threading.Lock()
         self._zygote = Zygote(hide=self.hide, memory_bytes=MEMORY)   # boots in the background
         self._warm = False
+        self._trusted: dict | None = None
 
     @property
     def zygote(self) -> Zygote:
@@ -64,9 +66,12 @@ class Grader:
 
     def grade(self, path) -> Report:
         sub = submission.load(path)
+        facts = source_facts.read(sub.source, self._trusted_cells()) if not sub.problem \
+            else source_facts.SourceFacts()
         sandbox = self._sandbox(sub)
         try:
             probe = self._probe(sub, sandbox)
+            probe.observations["source"] = facts
             results, passed = [], set()
             for check in self.selected():
                 probe.observations["current"] = check.name
@@ -76,8 +81,12 @@ class Grader:
         finally:
             if sandbox is not None:
                 sandbox.close()
-        results, notes = scoring.score(results, self.rubric,
-                                       forbidden=bool(probe.observations.get("forbidden")))
+        forbidden = bool(probe.observations.get("forbidden") or facts.forbidden)
+        untrusted = frozenset(c.name for c in self.selected() if c.instruments) \
+            if facts.tampering else frozenset()
+        results, notes = scoring.score(results, self.rubric, forbidden=forbidden,
+                                       untrusted=untrusted,
+                                       tampering="; ".join(map(str, facts.tampering[:3])))
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
@@ -85,6 +94,12 @@ class Grader:
             notes.insert(0, "the submission defines none of the API names ("
                          + ", ".join(submission.API) + "), so every check errs")
         return Report(sub.name, tuple(results), tuple(found), self.seed, tuple(notes))
+
+    def _trusted_cells(self) -> dict:
+        """The released notebook's own setup cells (imports, test helpers), read once."""
+        if self._trusted is None:
+            self._trusted = source_facts.trusted_cells(NOTEBOOK) if NOTEBOOK.is_file() else {}
+        return self._trusted
 
     def _sandbox(self, sub) -> Sandbox | None:
         if sub.problem:

@@ -27,6 +27,9 @@ class Check:
     needs: frozenset = frozenset()  #: {"cuda"}: skipped, with the reason, where the grader has none
     requires: tuple = ()           #: checks that must pass first, else this one fails unearned
     doc: str = ""                  #: what it checks, from the docstring (cites the SPEC)
+    #: the sandbox's measurements its verdict rests on ("exception", "mutation", "parameters",
+    #: "forbidden", "trace", "device", "precision"); void for code that reaches for them
+    instruments: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

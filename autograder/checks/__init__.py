@@ -18,13 +18,21 @@ from ..sandbox.host import StudentError
 REGISTRY: dict[str, Check] = {}
 
 
-def check(name: str, *, group: str, hidden: bool = True, needs=(), requires=()):
+#: What the sandbox measures about the code it runs; a check that rests on one names it.
+INSTRUMENTS = frozenset({"exception", "mutation", "parameters", "forbidden", "trace", "device",
+                         "precision"})
+
+
+def check(name: str, *, group: str, hidden: bool = True, needs=(), requires=(), instruments=()):
     def register(body):
         if name in REGISTRY:
             raise ValueError(f"two checks are called {name}")
+        if not INSTRUMENTS.issuperset(instruments):
+            raise ValueError(f"{name}: unknown instruments {set(instruments) - INSTRUMENTS}")
         REGISTRY[name] = Check(name=name, group=group, points=0.0, body=body, hidden=hidden,
                                needs=frozenset(needs), requires=tuple(requires),
-                               doc=inspect.getdoc(body) or "")
+                               doc=inspect.getdoc(body) or "",
+                               instruments=frozenset(instruments))
         return body
     return register
 
@@ -45,9 +53,13 @@ class Side:
                                "(check the spelling and that it is at the top level)")
 
     def attempt(self, fn: str, *args, group: str, **kwargs) -> dict:
-        """Call fn; {"value": v, "mutated": [...]} or {"raised": info}."""
+        """Call fn; {"value": v, "mutated": [...]} or {"raised": info}. Which inputs the call
+        changed is decided here, from the tensors sent and the tensors the probe sent back."""
         self.require(fn)
-        return self.probe("call", group, fn=fn, args=list(args), kwargs=kwargs)
+        result = self.probe("call", group, fn=fn, args=list(args), kwargs=kwargs)
+        if "after" in result:
+            result = dict(result, mutated=_changed(args, result.pop("after")))
+        return result
 
     def call(self, fn: str, *args, group: str, **kwargs):
         result = self.attempt(fn, *args, group=group, **kwargs)
@@ -76,6 +88,18 @@ class Probe:
     def generator(self, salt: str) -> torch.Generator:
         """A generator seeded by the run's seed and the check: checks stay independent."""
         return torch.Generator().manual_seed((self.seed * 1_000_003 + _stable_hash(salt)) % 2**63)
+
+
+def _changed(sent, after) -> list[int]:
+    """The positions of the tensor arguments whose values came back different."""
+    changed = []
+    for i, (arg, back) in enumerate(zip(sent, after)):
+        arg = arg["noncontig"] if isinstance(arg, dict) and "noncontig" in arg else arg
+        if isinstance(arg, torch.Tensor) and not (
+                isinstance(back, torch.Tensor) and back.dtype == arg.dtype
+                and back.shape == arg.shape and torch.equal(back, arg)):
+            changed.append(i)
+    return changed
 
 
 def _stable_hash(text: str) -> int:

@@ -26,6 +26,10 @@ TRACE_SHAPES = {"batch": 2, "n_q": 3, "n_k": 5}
 KERNELS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "dot", "mv", "_softmax", "_log_softmax",
            "_safe_softmax", "exp"}
 FLOP_SLACK = 0.01
+#: All arithmetic of a forward (matrix products and every other operator, by elements) may
+#: exceed the reference's by this factor: correct code written otherwise (a broadcast-and-sum
+#: product, masks built another way, an extra copy) stays well inside it; M-fold work does not.
+WORK_SLACK = 0.5
 
 
 def once(p, key, make):
@@ -243,6 +247,10 @@ def _per_head(p, pick) -> list[tuple]:
 
 def flop_counts(p) -> list[tuple]:
     return _per_head(p, lambda e: e["flops"])
+
+
+def work_counts(p) -> list[tuple]:
+    return _per_head(p, lambda e: e["work"])
 
 
 def kernel_counts(p) -> list[tuple]:

@@ -88,7 +88,8 @@ def head_weight_shape_values(p: Probe) -> None:
                             what=f"head_weight_shape(d={d}, d_total={d_total}, num_heads={h})")
 
 
-@check("head_weight_shape.raises", group="shape", requires=["head_weight_shape.values"])
+@check("head_weight_shape.raises", group="shape", requires=["head_weight_shape.values"],
+       instruments=["exception"])
 def head_weight_shape_raises(p: Probe) -> None:
     """Impossible head counts raise ValueError, not an assert (SPEC, item 1)."""
     for args in [(8, 10, 3), (8, 8, 0), (0, 8, 2), (8, 6, 4)]:
@@ -118,7 +119,8 @@ def split_heads_values(p: Probe) -> None:
     compare_cases(p, "split_heads", "split", cases.split_cases(p.generator("split")))
 
 
-@check("split_heads.raises", group="split", requires=["split_heads.values"])
+@check("split_heads.raises", group="split", requires=["split_heads.values"],
+       instruments=["exception"])
 def split_heads_raises(p: Probe) -> None:
     """split_heads raises ValueError when the width is not divisible by num_heads."""
     X = cases.randn(p.generator("split.raises"), 2, 3, 10)
@@ -162,7 +164,7 @@ def attention_pool_masked(p: Probe) -> None:
 
 @check("functions.pure", group="api",
        requires=["split_heads.values", "concat_heads.values", "masked_softmax.values",
-                 "attention_pool.values"])
+                 "attention_pool.values"], instruments=["mutation"])
 def functions_pure(p: Probe) -> None:
     """No function writes into its input tensors (SPEC, Conventions); counts only for
     functions that otherwise work, so garbage that leaves its inputs alone earns nothing."""

@@ -91,7 +91,7 @@ def compare_runs(c: Config, runs, student, ref, *, grads: bool = False) -> None:
                              rtol=1e-8, atol=1e-10)
 
 
-@check("MultiHeadAttention.params", group="mha", hidden=False)
+@check("MultiHeadAttention.params", group="mha", hidden=False, instruments=["parameters"])
 def mha_params(p: Probe) -> None:
     """W_q, W_k, W_v = Linear(d_model, d_total), W_o = Linear(d_total, d_model) (SPEC)."""
     for c in (CONFIGS[0], CONFIGS[3], CONFIGS[1]):
@@ -110,7 +110,8 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
-@check("MultiHeadAttention.raises", group="mha", requires=["MultiHeadAttention.params"])
+@check("MultiHeadAttention.raises", group="mha", requires=["MultiHeadAttention.params"],
+       instruments=["exception"])
 def mha_raises(p: Probe) -> None:
     """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (SPEC, item 1)."""
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
@@ -179,11 +180,14 @@ def mha_dropout(p: Probe) -> None:
                           "output: dropout on the attention weights never acts")
 
 
-@check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"])
+@check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"],
+       instruments=["forbidden"])
 def mha_own_parts(p: Probe) -> None:
     """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""
-    hits = sorted(p.observations.get("forbidden", set()))
+    source = p.observations.get("source")
+    hits = sorted(set(p.observations.get("forbidden", set()))
+                  | {str(f) for f in (source.forbidden if source else ())})
     if hits:
-        raise CheckFailed("the submission called built-in attention the assignment forbids ("
+        raise CheckFailed("the submission uses built-in attention the assignment forbids ("
                           + ", ".join(hits) + "); build the module from your own projection, "
                           "split, pooling and concat. This costs the module's points.")

@@ -26,7 +26,8 @@ def _counts(values: dict) -> str:
 # --------------------------------------------------------------------------------------
 # Distinct heads (SPEC item 3)
 
-@check("MultiHeadAttention.distinct", group="heads", requires=HEADS_CHECKS)
+@check("MultiHeadAttention.distinct", group="heads", requires=HEADS_CHECKS,
+       instruments=["parameters"])
 def mha_distinct(p: Probe) -> None:
     """Each head has its own weights: W_q/W_k/W_v/W_o share no storage; with distinct weights
     loaded the heads differ; block j of W_q (or W_k) moves head j's attention weights and only
@@ -63,7 +64,8 @@ def mha_distinct(p: Probe) -> None:
                           "of all heads, then W_o.")
 
 
-@check("MultiHeadAttention.init", group="heads", requires=HEADS_CHECKS + WORKS)
+@check("MultiHeadAttention.init", group="heads", requires=HEADS_CHECKS + WORKS,
+       instruments=["parameters"])
 def mha_init(p: Probe) -> None:
     """Right after construction (two seeds) the head blocks of W_q, W_k and W_v differ from each
     other: heads that start identical get identical gradients and never diverge (SPEC item 3)."""
@@ -80,7 +82,7 @@ def mha_init(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Cost parity (SPEC item 4)
 
-@check("cost.params", group="cost")
+@check("cost.params", group="cost", instruments=["parameters"])
 def cost_params(p: Probe) -> None:
     """The parameter count is 4·d_model·d_total (+ 3·d_total + d_model with biases) for
     num_heads 1, 2, 4, 8, the reference's: one head of width d_total (SPEC item 4)."""
@@ -103,10 +105,11 @@ def cost_params(p: Probe) -> None:
                           f"num_heads ({ev.formula(name)}): {trend}.")
 
 
-@check("cost.flops", group="cost", requires=WORKS)
+@check("cost.flops", group="cost", requires=WORKS, instruments=["trace"])
 def cost_flops(p: Probe) -> None:
     """Forward's matrix-product FLOPs (as torch.utils.flop_counter counts them) do not exceed
-    the reference's and do not grow with num_heads (SPEC item 4: all heads cost as much as
+    the reference's and do not grow with num_heads, and all its arithmetic (every operator,
+    by elements) stays within 1.5x the reference's (SPEC item 4: all heads cost as much as
     one head of width d_total)."""
     for name, student, ref in ev.flop_counts(p):
         over = [h for h in student if student[h] > ref[h] * (1 + ev.FLOP_SLACK)]
@@ -116,9 +119,18 @@ def cost_flops(p: Probe) -> None:
                               f"for num_heads = {', '.join(student)}; the reference costs "
                               f"{_counts(ref)}. With p = d_total / num_heads, all heads together "
                               "must cost as much as one head of width d_total, whatever num_heads.")
+    for name, student, ref in ev.work_counts(p):
+        over = [h for h in student if student[h] > ref[h] * (1 + ev.WORK_SLACK)]
+        if over:
+            raise CheckFailed(f"{ev.describe_trace(name)}: forward does {_counts(student)} "
+                              f"elementary operations for num_heads = {', '.join(student)} "
+                              f"(matrix products and all other arithmetic); the reference does "
+                              f"{_counts(ref)}. Some of the work is done more than once (e.g. "
+                              "every head computed over the full width, or a product written as "
+                              "broadcast-and-sum over more elements than needed).")
 
 
-@check("cost.parallel", group="cost", requires=WORKS)
+@check("cost.parallel", group="cost", requires=WORKS, instruments=["trace"])
 def cost_parallel(p: Probe) -> None:
     """The heads run in parallel: the number of matmul/softmax kernels per forward does not grow
     with num_heads (SPEC item 4: no Python loop over heads)."""
@@ -136,7 +148,7 @@ def cost_parallel(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Device and precision (SPEC item 5)
 
-@check("device.meta", group="device", requires=WORKS)
+@check("device.meta", group="device", requires=WORKS, instruments=["device"])
 def device_meta(p: Probe) -> None:
     """The module and the masked functions run wherever their inputs are: on the meta device
     (the CPU stand-in for a GPU) they create no CPU tensor and raise no device error."""
@@ -147,7 +159,7 @@ def device_meta(p: Probe) -> None:
                           "device, e.g. torch.arange(n_k, device=scores.device).")
 
 
-@check("device.sync", group="device", requires=WORKS)
+@check("device.sync", group="device", requires=WORKS, instruments=["trace"])
 def device_sync(p: Probe) -> None:
     """Forward and the masked functions force no host synchronisation (.item(), bool(tensor),
     boolean-mask indexing, ...): on a GPU each one stalls until the device is done."""
@@ -159,7 +171,7 @@ def device_sync(p: Probe) -> None:
                           "branching in Python.")
 
 
-@check("precision.autocast", group="device", requires=WORKS)
+@check("precision.autocast", group="device", requires=WORKS, instruments=["precision"])
 def precision_autocast(p: Probe) -> None:
     """Under float16/bfloat16 autocast and casts, with masks that include length 0, forward and
     the masked functions stay finite wherever they are finite in float32 (SPEC item 5)."""
@@ -173,7 +185,8 @@ def precision_autocast(p: Probe) -> None:
         raise CheckFailed(f"finite in float32, but not in low precision: {lines}.{hint}")
 
 
-@check("device.cuda", group="device", needs={"cuda"}, requires=WORKS)
+@check("device.cuda", group="device", needs={"cuda"}, requires=WORKS,
+       instruments=["device"])
 def device_cuda(p: Probe) -> None:
     """On the GPU: values match the float64 reference, no sync under CUDA's sync debug mode,
     peak memory within a small factor of the reference's, finite under autocast (SPEC item 5)."""

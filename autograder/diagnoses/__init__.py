@@ -5,6 +5,8 @@ from ..model import Diagnosis, Status
 from ..sandbox.host import StudentError
 
 DIAGNOSES: list = []
+#: Diagnoses read from the grader's own facts (the source), made whatever the checks said.
+FROM_SOURCE = ("api.forbidden-sdpa", "api.tampers-with-grader")
 
 
 def diagnosis(code: str):
@@ -16,13 +18,15 @@ def diagnosis(code: str):
 
 def diagnose(probe, results) -> list[Diagnosis]:
     """The mistakes the submission's behaviour shows. One that passes every check it could
-    run shows none, and is not probed further (the mutants' forwards cost the most here)."""
-    if all(r.status in (Status.PASSED, Status.SKIPPED) for r in results):
-        return []
+    run shows none but what its source shows, and is not probed further (the mutants'
+    forwards cost the most here)."""
     from . import structure, values  # noqa: F401  (registers)
+    clean = all(r.status in (Status.PASSED, Status.SKIPPED) for r in results)
     by_name = {r.name: r for r in results}
     found = []
     for code, fn in DIAGNOSES:
+        if clean and code not in FROM_SOURCE:
+            continue
         try:
             message = fn(probe, by_name)
         except StudentError:

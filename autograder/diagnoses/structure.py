@@ -121,7 +121,9 @@ def host_sync(p, results):
 
 @diagnosis("api.forbidden-sdpa")
 def forbidden_sdpa(p, results):
-    hits = sorted(p.observations.get("forbidden", ()))
+    source = p.observations.get("source")
+    hits = sorted(set(p.observations.get("forbidden", ()))
+                  | {str(f) for f in (source.forbidden if source else ())})
     if not hits:
         return None
     return ("the submission calls built-in attention the assignment forbids ("
@@ -185,3 +187,16 @@ def forces_float32(p, results):
                     "the reference by about 1e-8, not 1e-15): part of the computation is forced "
                     "to float32. Compute in the inputs' dtype (no .float(), no dtype=torch.float32).")
     return None
+
+
+@diagnosis("api.tampers-with-grader")
+def tampers_with_grader(p, results):
+    source = p.observations.get("source")
+    if not source or not source.tampering:
+        return None
+    found = "; ".join(map(str, source.tampering[:4]))
+    more = f" (and {len(source.tampering) - 4} more)" if len(source.tampering) > 4 else ""
+    return ("the code reaches for the grader's instruments or the interpreter's machinery ("
+            f"{found}{more}). An attention module needs none of this; the checks that rest on "
+            "the sandbox's measurements (exceptions, input changes, parameters, built-ins, "
+            "operator trace, devices, precision) score 0. Instructors: look at this file.")

@@ -22,6 +22,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _type, _isinstance, _issubclass, _str, _len = builtins.type, builtins.isinstance, \
     builtins.issubclass, builtins.str, builtins.len
 _Tensor = torch.Tensor
+# nn.Module's own methods, bound now: a submission's class that overrides them (parameters(),
+# to(), train() ...) does not change how the probes build, move and inspect its module.
+_Module = torch.nn.Module
+_named_parameters, _to, _train, _zero_grad = (_Module.named_parameters, _Module.to, _Module.train,
+                                              _Module.zero_grad)
 MESSAGE_LIMIT = 400
 PARAM_ROLES = ("W_q", "W_k", "W_v", "W_o")
 
@@ -101,18 +106,17 @@ def _prepare(arg):
 
 
 def call(api, fn: str, args: list, kwargs: dict | None = None) -> dict:
-    """Call one API function; report its result (or exception) and its inputs afterwards."""
+    """Call one API function; report its result (or exception) and its tensor inputs as they
+    are afterwards. Whether an input changed is judged by the grader, from the bytes it sent
+    and the bytes it gets back (``checks.Side.attempt``), not here."""
     args = [_prepare(a) for a in args]
-    before = [a.clone() if _type(a) is _Tensor else None for a in args]
     try:
         value = plain(getattr(api, fn)(*args, **(kwargs or {})), fn)
     except ProbeError as e:
         return {"bad": str(e)}
     except BaseException as e:                # student code may raise anything, even SystemExit
         return {"raised": describe(e)}
-    changed = [i for i, (a, b) in enumerate(zip(args, before))
-               if b is not None and not (a.shape == b.shape and torch.equal(a, b))]
-    return {"value": value, "mutated": changed}
+    return {"value": value, "after": [a.detach() if _type(a) is _Tensor else None for a in args]}
 
 
 # ----------------------------------------------------------------------------------------
@@ -125,14 +129,14 @@ def build(api, init: dict, seed: int = 0, dtype=torch.float64):
     model = api.MultiHeadAttention(init["d_model"], init["num_heads"], **kwargs)
     if not _isinstance(model, torch.nn.Module):
         raise ProbeError("MultiHeadAttention(...) did not build a torch.nn.Module")
-    return model.to(dtype)
+    return _to(model, dtype)
 
 
 def parameters(model) -> list[dict]:
     """Every parameter by name (aliases included), with the storage it lives in."""
     storages: dict[int, int] = {}
     out = []
-    for name, p in model.named_parameters(remove_duplicate=False):
+    for name, p in _named_parameters(model, remove_duplicate=False):
         ptr = p.untyped_storage().data_ptr() if p.device.type != "meta" else id(p)
         group = storages.setdefault(ptr, _len(storages))
         start = p.storage_offset() * p.element_size()     # the bytes it spans in its storage
@@ -185,11 +189,11 @@ def forward(model, run: dict, dtype=torch.float64, device="cpu") -> dict:
     q, k, v = (run[x].to(device=device, dtype=dtype) for x in ("queries", "keys", "values"))
     lens = run.get("valid_lens")
     lens = None if lens is None else lens.to(device)
-    model.train(bool(run.get("train", False)))
+    _train(model, bool(run.get("train", False)))
     want_grad = run.get("grad") is not None
     for t in (q, k, v):
         t.requires_grad_(want_grad)
-    model.zero_grad(set_to_none=True)
+    _zero_grad(model, set_to_none=True)
     if "seed" in run:
         torch.manual_seed(run["seed"])
     out = plain(model(q, k, v, lens), "forward")
@@ -219,12 +223,13 @@ def forward(model, run: dict, dtype=torch.float64, device="cpu") -> dict:
 def mha(api, spec: dict) -> dict:
     """Build a module, optionally load weights, and run forwards: the workhorse probe."""
     model = build(api, spec["init"], spec.get("seed", 0))
-    result = {"params": parameters(model)}
+    result = {}
     if spec.get("want_state"):
         result["state"] = state(model)
     if spec.get("load") is not None:
         load(model, spec["load"])
     result["runs"] = [forward(model, run) for run in spec.get("runs", ())]
+    result["params"] = parameters(model)     # as the forwards left them (ties made there count)
     return result
 
 
@@ -257,13 +262,14 @@ def mha_loads(api, spec: dict) -> dict:
 
 
 class OpTrace(DispatchMode):
-    """Counts the aten operators dispatched and the FLOPs of their matrix products, and
-    notes host syncs and CPU tensors."""
+    """Counts the aten operators dispatched, the FLOPs of their matrix products and the work
+    of all of them, and notes host syncs and CPU tensors."""
 
     def __init__(self, device: str):
         super().__init__()
         self.counts: dict[str, int] = {}
         self.flops = 0
+        self.work = 0
         self.device = device
         self.foreign: list[str] = []
 
@@ -271,10 +277,14 @@ class OpTrace(DispatchMode):
         name = func.__name__.split(".")[0]
         self.counts[name] = self.counts.get(name, 0) + 1
         if name in MATMUL_OPERANDS:
-            self.flops += matmul_flops(name, args)
+            flops = matmul_flops(name, args)
+            self.flops += flops
+            self.work += flops
         if _data_dependent(name, args, kwargs or {}):
             self.counts[name + "(data-dependent size)"] = 1
         out = func(*args, **(kwargs or {}))
+        if name not in MATMUL_OPERANDS and name not in VIEWS:
+            self.work += _elements(args, out)
         if self.device != "cpu":
             for t in (out if _isinstance(out, (tuple, list)) else (out,)):
                 if _isinstance(t, _Tensor) and t.device.type == "cpu" and t.dim() > 0:
@@ -288,6 +298,28 @@ class OpTrace(DispatchMode):
 #: The matrix products torch.utils.flop_counter counts (2 FLOPs per multiply-add, a bias
 #: free), by where their two factors are among the operator's arguments.
 MATMUL_OPERANDS = {"mm": (0, 1), "bmm": (0, 1), "addmm": (1, 2), "baddbmm": (1, 2)}
+
+
+#: Operators that only re-describe memory (no arithmetic, no copy): they cost no work.
+VIEWS = frozenset({"view", "_unsafe_view", "reshape", "transpose", "permute", "t", "expand",
+                   "unsqueeze", "squeeze", "select", "slice", "as_strided", "alias", "detach",
+                   "split", "split_with_sizes", "chunk", "unbind", "narrow", "view_as", "lift_fresh",
+                   "_reshape_alias", "unfold", "diagonal", "movedim", "expand_as", "sym_size",
+                   "sym_stride", "sym_numel", "sym_storage_offset", "dim", "size", "stride",
+                   "is_contiguous", "empty", "empty_like", "empty_strided", "new_empty"})
+
+
+def _elements(args, out) -> int:
+    """The work of one operator other than a matrix product: the elements of its largest
+    operand or result (a pointwise op touches each once, a reduction reads each once). So M
+    times the work done as broadcast-and-sum shows, whatever operators carry it."""
+    largest = 0
+    for t in (*args, *(out if _isinstance(out, (tuple, list)) else (out,))):
+        if _type(t) is _Tensor or _isinstance(t, _Tensor):
+            largest = max(largest, t.numel())
+        elif _type(t) in (list, tuple):
+            largest = max([largest] + [x.numel() for x in t if _isinstance(x, _Tensor)])
+    return largest
 
 
 def matmul_flops(name: str, args) -> int:
@@ -342,18 +374,20 @@ def trace(api, spec: dict) -> dict:
     out = {}
     for h in spec["heads"]:
         init = dict(spec["init"], num_heads=h)
-        model = build(api, init).eval()
+        model = _train(build(api, init), False)
         shapes = dict(spec["shapes"], d_model=init["d_model"])
         masked = spec.get("masked", True)
-        entry = {"params": int(sum(p.numel() for p in model.parameters()))}
 
         def run(model=model, shapes=shapes, masked=masked):
-            with torch.no_grad():
-                ops = OpTrace("cpu")
-                with ops:
-                    _run_module(model, shapes, torch.float64, "cpu", masked)
-            return {"ops": dict(ops.counts), "flops": ops.flops, "sync": ops.syncs()}
+            # as the value checks run forward: eval mode, autograd on (nothing tells a traced
+            # forward from a graded one but the trace itself)
+            ops = OpTrace("cpu")
+            with ops:
+                _run_module(model, shapes, torch.float64, "cpu", masked)
+            return {"ops": dict(ops.counts), "flops": ops.flops, "work": ops.work,
+                    "sync": ops.syncs()}
         result = _attempt(run)
+        entry = {"params": int(sum(p.numel() for _, p in _named_parameters(model)))}
         entry.update(result.get("value", result))
         out[str(h)] = entry
     return out

@@ -152,9 +152,8 @@ def _call(answer, kw):
     if type(answer) is dict and set(answer) == {"raised"}:
         raised(answer["raised"], "raised")
         return {"raised": raised_info(answer["raised"])}
-    record({"value": returned, "mutated": ints})(answer, "")
-    if not all(0 <= i < len(kw.get("args", ())) for i in answer["mutated"]):
-        _fail("mutated", "names an argument that does not exist")
+    record({"value": returned, "after": sequence(optional(tensor), len(kw.get("args", ())))}
+           )(answer, "")
 
 
 def _mha(answer, kw):
@@ -176,7 +175,7 @@ def _mha_raises(answer, kw):
 
 PARTS = ("module", "masked_softmax", "attention_pool")
 TRACED = record({"params": kind(int), "ops": mapping(kind(int)), "flops": kind(int),
-                 "sync": sequence(kind(str))})
+                 "work": kind(int), "sync": sequence(kind(str))})
 UNTRACED = record({"params": kind(int)}, {"bad": kind(str), "raised": raised})
 DISPATCHED = attempt(record({"device": kind(str), "sync": sequence(kind(str)),
                              "foreign": sequence(kind(str))}))

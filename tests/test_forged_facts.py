@@ -1,0 +1,363 @@
+"""Facts a submission cannot forge: the grader reads the source itself, judges input changes
+from the bytes it sent and got back, and lists parameters with nn.Module's own methods.
+
+Each attack below is correct-valued code that breaks a rule (the honest twin, graded as is)
+plus a trick that would make the sandbox's instruments say the rule holds. The attack may
+earn no more than its honest twin, and the grader names the reach for its instruments.
+"""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autograder import api, source_facts, submission
+
+BASE = '''
+import math
+import numbers
+
+import torch
+from torch import nn
+
+
+def head_weight_shape(d, d_total, num_heads):
+    for name, value in (("d", d), ("d_total", d_total), ("num_heads", num_heads)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if d_total % num_heads:
+        raise ValueError("d_total is not divisible by num_heads")
+    return (d, d_total // num_heads)
+
+
+def project(H, W):
+    return H @ W
+
+
+def project_heads(H, W_heads):
+    return H.unsqueeze(-3) @ W_heads
+
+
+def split_heads(X, num_heads):
+    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads < 1:
+        raise ValueError("num_heads must be a positive integer")
+    if X.shape[-1] % num_heads:
+        raise ValueError("the width is not divisible by num_heads")
+    return X.reshape(*X.shape[:-1], num_heads, X.shape[-1] // num_heads).transpose(-3, -2)
+
+
+def concat_heads(X):
+    h, n, p = X.shape[-3:]
+    return X.transpose(-3, -2).reshape(*X.shape[:-3], n, h * p)
+
+
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is None:
+        return torch.softmax(scores, dim=-1)
+    n_q, n_k = scores.shape[-2:]
+    lens = torch.as_tensor(valid_lens).to(scores.device)
+    if lens.dim() == 1:
+        lens = lens.reshape(-1, *(1,) * (scores.dim() - 1))
+    else:
+        lens = lens.reshape(-1, *(1,) * (scores.dim() - 3), n_q, 1)
+    keep = torch.arange(n_k, device=scores.device) < lens
+    weights = torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), dim=-1)
+    return weights.masked_fill(~keep, 0.0)
+
+
+def attention_pool(Q, K, V, valid_lens=None):
+    weights = masked_softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), valid_lens)
+    return weights @ V, weights
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, d_total=None, bias=False, dropout=0.0):
+        super().__init__()
+        d_total = d_model if d_total is None else d_total
+        _, self.head_dim = head_weight_shape(d_model, d_total, num_heads)
+        self.num_heads = num_heads
+        self.W_q = nn.Linear(d_model, d_total, bias=bias)
+        self.W_k = nn.Linear(d_model, d_total, bias=bias)
+        self.W_v = nn.Linear(d_model, d_total, bias=bias)
+        self.W_o = nn.Linear(d_total, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights = None
+
+    def heads(self, Q, K, V, valid_lens):
+        weights = masked_softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), valid_lens)
+        return self.dropout(weights) @ V, weights
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        Q = split_heads(self.W_q(queries), self.num_heads)
+        K = split_heads(self.W_k(keys), self.num_heads)
+        V = split_heads(self.W_v(values), self.num_heads)
+        out, weights = self.heads(Q, K, V, valid_lens)
+        self.attention_weights = weights
+        return self.W_o(concat_heads(out))
+'''
+
+#: name -> (what breaks the rule, appended to BASE; the trick that hides it, appended after)
+ATTACKS = {
+    # in-place mutation; the trick makes the probes' snapshot comparison always say "equal"
+    "mutation": ('''
+def masked_softmax(scores, valid_lens=None, _inner=masked_softmax):
+    out = _inner(scores, valid_lens)
+    scores.mul_(1.0)
+    scores.add_(0.5)
+    return out
+''', '''
+import sys
+sys.modules["probes"].torch.equal = lambda a, b: True
+'''),
+    # a Python loop over heads; under a dispatch mode (the trace) it computes all heads at once
+    "loop": ('''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        if self.traced():
+            return attention_pool(Q, K, V, valid_lens)
+        pairs = [attention_pool(Q[:, j:j + 1], K[:, j:j + 1], V[:, j:j + 1], valid_lens)
+                 for j in range(self.num_heads)]
+        return torch.cat([o for o, _ in pairs], 1), torch.cat([w for _, w in pairs], 1)
+
+    def traced(self):
+        return False
+''', '''
+from torch.utils import _python_dispatch as _pd
+MultiHeadAttention.traced = lambda self: _pd._get_current_dispatch_mode() is not None
+'''),
+    # an extra parameter per head, hidden from parameters()/named_parameters()
+    "extra-param": ('''
+class MultiHeadAttention(MultiHeadAttention):
+    def __init__(self, d_model, num_heads, **kw):
+        super().__init__(d_model, num_heads, **kw)
+        self.gate = nn.Parameter(torch.ones(num_heads, 1, 1))
+
+    def heads(self, Q, K, V, valid_lens):
+        out, weights = attention_pool(Q, K, V, valid_lens)
+        return out * self.gate.to(out.dtype), weights
+''', '''
+_named = MultiHeadAttention.named_parameters
+def _hidden(self, *args, **kwargs):
+    return ((n, p) for n, p in _named(self, *args, **kwargs) if n != "gate")
+MultiHeadAttention.named_parameters = _hidden
+MultiHeadAttention.parameters = lambda self, recurse=True: (p for _, p in self.named_parameters())
+'''),
+    # an assert instead of the ValueError; the trick makes the exception read as a ValueError
+    "assert": ('''
+def split_heads(X, num_heads):
+    assert X.shape[-1] % num_heads == 0, "the width is not divisible by num_heads"
+    return X.reshape(*X.shape[:-1], num_heads, X.shape[-1] // num_heads).transpose(-3, -2)
+''', '''
+import gc
+for _f in gc.get_objects():
+    if getattr(_f, "__name__", "") == "describe" and "value_error" in getattr(_f, "__doc__", ""):
+        _f.__globals__["_issubclass"] = lambda kind, base: True
+'''),
+    # scaled_dot_product_attention; the trick finds the kernel watch by gc and unregisters it
+    "sdpa": ('''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        out, weights = attention_pool(Q, K, V, valid_lens)
+        if valid_lens is None:
+            out = torch.nn.functional.scaled_dot_product_attention(Q, K, V)
+        return out, weights
+''', '''
+import gc
+for _lib in [o for o in gc.get_objects() if type(o).__name__ == "Library"]:
+    _lib._destroy()
+'''),
+    # a host sync in forward; the trick empties the list of sync operators
+    "host-sync": ('''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        if valid_lens is not None and int(valid_lens.max()) == 0:
+            pass
+        return attention_pool(Q, K, V, valid_lens)
+''', '''
+import importlib
+importlib.import_module("probes").SYNC_OPS.clear()
+'''),
+}
+
+
+def twin(name: str) -> str:
+    return BASE + textwrap.dedent(ATTACKS[name][0])
+
+
+def attack(name: str) -> str:
+    return twin(name) + textwrap.dedent(ATTACKS[name][1])
+
+
+@pytest.fixture(scope="module")
+def grader():
+    g = api.Grader(seed=5)
+    yield g
+    g.close()
+
+
+def grade(grader, tmp_path, name: str, text: str) -> dict:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return grader.grade(path).to_dict()
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_forged_fact_earns_nothing_and_is_named(grader, tmp_path, name):
+    """Does hiding a broken rule from the sandbox's instruments earn more than the rule costs?"""
+    honest = grade(grader, tmp_path, "twin", twin(name))
+    forged = grade(grader, tmp_path, "attack", attack(name))
+    assert forged["score"] <= honest["score"] + 1e-6, (name, forged["score"], honest["score"])
+    assert honest["score"] < 100, f"{name}: the honest twin breaks no rule the grader sees"
+    codes = {d["code"] for d in forged["diagnoses"]}
+    assert "api.tampers-with-grader" in codes, (name, codes, forged["notes"])
+    assert "api.tampers-with-grader" not in {d["code"] for d in honest["diagnoses"]}
+
+
+def test_the_base_is_correct_and_clean(grader, tmp_path):
+    """The attacks' base is a correct module: full marks, no code (so the twins' losses are
+    their rule breaks)."""
+    report = grade(grader, tmp_path, "base", BASE)
+    assert report["score"] == 100.0, [(c["name"], c["feedback"][:200]) for c in report["checks"]
+                                      if c["status"] not in ("passed", "skipped")]
+    assert report["diagnoses"] == []
+
+
+def test_mutation_is_judged_from_the_bytes_even_without_a_reach(grader, tmp_path):
+    """The sandbox no longer says whether an input changed: an answer that claims nothing
+    changed is not asked; the grader compares what it sent with what came back."""
+    report = grade(grader, tmp_path, "mut", twin("mutation"))
+    pure = next(c for c in report["checks"] if c["name"] == "functions.pure")
+    assert pure["status"] == "failed" and "changed its input" in pure["feedback"]
+
+
+def test_parameters_hidden_by_an_override_are_counted(grader, tmp_path):
+    report = grade(grader, tmp_path, "params", attack("extra-param"))
+    cost = next(c for c in report["checks"] if c["name"] == "cost.params")
+    assert cost["score"] == 0.0
+
+
+# ------------------------------------------------------------------------------------------
+# The source reader on its own
+
+REACHES = {
+    "sys.modules": "import sys\nm = sys.modules['probes']\n",
+    "frames": "import sys\nf = sys._getframe(1)\n",
+    "frame attribute": "def f(e):\n    return e.__traceback__.tb_frame.f_back\n",
+    "gc": "import gc\ngc.get_objects()\n",
+    "ctypes": "from ctypes import CDLL\n",
+    "inspect": "import inspect as i\n",
+    "exec": "exec('x = 1')\n",
+    "dunder import": "t = __import__('torch')\n",
+    "importlib": "import importlib\n",
+    "computed getattr on torch": "import torch\nname = 'eq'\nf = getattr(torch, name)\n",
+    "setattr on torch": "import torch\nsetattr(torch, 'equal', None)\n",
+    "monkeypatch": "import torch\ntorch.equal = lambda a, b: True\n",
+    "monkeypatch alias": "import torch\nT = torch.Tensor\nT.__eq__ = None\n",
+    "monkeypatch self alias": ("import torch\nclass A:\n    def __init__(self):\n"
+                               "        self.F = torch.nn.functional\n"
+                               "        self.F.softmax = None\n"),
+    "monkeypatch from-import": "from torch import nn\nnn.Module.parameters = None\n",
+    "builtins": "import builtins\nbuiltins.isinstance = None\n",
+    "__builtins__": "x = globals()['__builtins__']\n",
+    "torch._C": "import torch\nm = torch._C._get_dispatch_mode\n",
+    "torch.ops": "import torch\nf = torch.ops.aten.mm\n",
+    "torch.library": "import torch.library\n",
+    "override parameters": ("from torch import nn\nclass M(nn.Module):\n"
+                            "    def parameters(self, recurse=True):\n        return iter(())\n"),
+    "override __getattr__": ("from torch import nn\nclass M(nn.Module):\n"
+                             "    def __getattr__(self, name):\n        return 1\n"),
+    "__torch_function__": ("import torch\nclass T(torch.Tensor):\n    @classmethod\n"
+                           "    def __torch_function__(cls, f, t, a=(), k=None):\n        return 0\n"),
+    "metaclass": "class Meta(type):\n    pass\nclass E(ValueError, metaclass=Meta):\n    pass\n",
+    "subclasses": "x = object.__subclasses__()\n",
+    "object.__setattr__": "class A:\n    def f(self):\n        object.__setattr__(self, 'x', 1)\n",
+    "the sandbox's modules": "import worker\n",
+    "global module hooks": ("import torch\n"
+                            "torch.nn.modules.module.register_module_forward_hook(print)\n"),
+}
+
+CLEAN = {
+    "the reference": (api.PROJECT / "solutions" / "mha.py").read_text(),
+    "the base": BASE,
+    "unusual but fine": '''
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn import functional
+from torch import einsum
+
+
+@dataclass
+class Sizes:
+    d: int
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        for role in ("q", "k"):
+            setattr(self, f"W_{role}", torch.nn.Linear(2, 2))
+        self.act = torch.softmax
+
+    def forward(self, x):
+        print(type(self).__name__, self.__class__.__name__, file=sys.stderr)
+        w = getattr(self, "W_q")
+        scores = einsum("bqd,bkd->bqk", w(x), getattr(self, "W_" + "k")(x))
+        lowest = torch.finfo(scores.dtype).min
+        path = os.path.join("a", "b")
+        warnings.warn("fine")
+        return F.softmax(scores, -1), functional.dropout(scores, 0.0), time.time(), path
+
+    def extra_repr(self):
+        return "M"
+
+    def reset_parameters(self):
+        torch.nn.init.xavier_uniform_(self.W_q.weight)
+''',
+}
+
+
+@pytest.mark.parametrize("what", sorted(REACHES))
+def test_the_reader_sees_each_reach(what):
+    facts = source_facts.read(REACHES[what])
+    assert facts.tampering, what
+    assert facts.established_by == "source"
+
+
+@pytest.mark.parametrize("what", sorted(CLEAN))
+def test_the_reader_flags_no_correct_code(what):
+    facts = source_facts.read(CLEAN[what])
+    assert facts.tampering == () and facts.forbidden == (), facts
+
+
+@pytest.mark.parametrize("code", [
+    "import torch\ny = torch.nn.functional.scaled_dot_product_attention(q, k, v)\n",
+    "from torch.nn.functional import scaled_dot_product_attention as a\n",
+    "import torch.nn.functional as F\ng = F.scaled_dot_product_attention\n",
+    "from torch import nn\nm = nn.MultiheadAttention(4, 2)\n",
+    "import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')\n",
+    "x = q.scaled_dot_product_attention\n",
+])
+def test_the_reader_sees_forbidden_built_ins_however_named(code):
+    assert source_facts.read(code).forbidden
+
+
+def test_a_notebooks_own_helper_cell_is_not_read_but_a_changed_one_is(tmp_path):
+    """The released notebook's helper cell uses inspect and tracebacks: it is ours, so it is
+    skipped when unchanged; the same label with other text is read like any cell."""
+    notebook = api.NOTEBOOK
+    trusted = source_facts.trusted_cells(notebook)
+    assert "test_helpers" in trusted and "inspect" in trusted["test_helpers"]
+    sub = submission.load(notebook)
+    assert source_facts.read(sub.source, trusted).tampering == ()
+    assert source_facts.read(sub.source).tampering     # without the trusted text: flagged
+    changed = sub.source.replace(b"def run_check(", b"import gc\ngc.collect()\n\n\ndef run_check(")
+    found = source_facts.read(changed, trusted).tampering
+    assert any("gc" in f.what for f in found), found
