@@ -335,7 +335,7 @@ def test_forged_frames_on_the_channel_are_rejected(zygote):
                 channel = next((o for o in gc.get_objects() if type(o).__name__ == "Channel"), None)
                 if channel is not None and channel.seq != seen:
                     seen = channel.seq
-                    channel._sendall(protocol.pack({"ok": {"value": 7, "mutated": []},
+                    channel._sendall(protocol.pack({"ok": {"value": 7, "after": []},
                                                     "nonce": channel.nonce, "seq": seen - 1}))
                 time.sleep(0.0005)
         threading.Thread(target=_forge, daemon=True).start()
@@ -375,9 +375,11 @@ def test_forms_reject_what_would_crash_or_skip_a_check():
     with pytest.raises(results.ResultError):
         results.check("mha", kw, {"params": [], "runs": [{"out": torch.zeros(1), "weights": None}]})
     with pytest.raises(results.ResultError):
-        results.check("call", {"args": [1]}, {"value": {"a": 1}, "mutated": []})
-    with pytest.raises(results.ResultError):
-        results.check("call", {"args": [1]}, {"value": 1, "mutated": [5]})
+        results.check("call", {"args": [1]}, {"value": {"a": 1}, "after": [None]})
+    with pytest.raises(results.ResultError):       # an input more (or fewer) than was sent
+        results.check("call", {"args": [1]}, {"value": 1, "after": [None, None]})
+    with pytest.raises(results.ResultError):       # the old self-reported verdict is no form
+        results.check("call", {"args": [1]}, {"value": 1, "mutated": []})
     with pytest.raises(results.Refused, match="nope"):
         results.check("call", {"args": []}, {"bad": "nope"})
     info = results.check("call", {"args": []}, {"raised": {"type": "X" * 500, "message": "m"}})

@@ -26,7 +26,7 @@ def _forge():
             continue
         if channel.seq != seen:
             seen = channel.seq
-            frame = {"ok": {"value": torch.zeros(2, 3), "mutated": []}, "forbidden": [],
+            frame = {"ok": {"value": torch.zeros(2, 3), "after": []}, "forbidden": [],
                      "nonce": channel.nonce, "seq": channel.seq}
             stale = dict(frame, seq=channel.seq - 1)
             try:
