@@ -84,11 +84,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def version() -> str:
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def version(pyproject: Path = PYPROJECT) -> str:
     """This package's version: from the checkout's pyproject.toml when the code runs from
     one (an installed copy of another checkout would report its own), else from the
     installed distribution's metadata, else "unknown"."""
-    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     try:
         try:
             import tomllib
@@ -196,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = command("package", "build the Gradescope autograder zip or the GitHub Classroom "
                 "template repository")
-    k.add_argument("target", choices=("gradescope", "classroom"),
+    k.add_argument("target", choices=("gradescope", "classroom"), metavar="TARGET",
                    help="gradescope: the zip to upload; classroom: the template repository")
     k.add_argument("--output", required=True, metavar="PATH",
                    help="gradescope: the zip to write; classroom: a new folder for the template")
