@@ -24,12 +24,12 @@ DEVICES = ("auto", "cpu", "cuda")
 EXAMPLES = {
     None: """\
 examples:
-  python -m autograder demo                               grade the bundled examples
-  python -m autograder grade mha.py                       one submission, as a table
-  python -m autograder grade mha.ipynb --format json      the same as one JSON object
-  python -m autograder batch submitted/ --output results/ a whole class
-  python -m autograder checks                             what is checked, for how many points
-  python -m autograder COMMAND --help                     one command's options
+  python -m autograder demo                                grade the bundled examples
+  python -m autograder grade mha.py                        one submission, as a table
+  python -m autograder grade mha.ipynb --format json       the same, as one JSON object
+  python -m autograder batch submitted/ --output results/  a whole class
+  python -m autograder checks                              what is checked, for how many points
+  python -m autograder COMMAND --help                      one command's options, with examples
 
 exit status: 0 grading ran (whatever the score), 2 usage error, 1 the grader failed.""",
     "grade": """\

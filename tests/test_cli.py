@@ -307,3 +307,23 @@ def test_install_hints_work_from_a_clone():
             if re.search(r"pip install\s+['\"]?mha-autograder", text):
                 hits.append(f"{path.relative_to(ROOT)}: {text!r}")
     assert not hits, "\n".join(hits)
+
+
+def test_no_broad_exception_becomes_a_usage_error():
+    """In commands.py and cli.py, no handler of a broad type (ValueError, ImportError,
+    OSError, Exception, ...) raises UsageError or returns EXIT_USAGE: only the grader's own
+    error types (RubricError, LoadError, BatchError, ...) and UsageError itself lead to 2."""
+    broad = {"ValueError", "ImportError", "ModuleNotFoundError", "OSError", "Exception",
+             "BaseException", "LookupError", "TypeError", "RuntimeError"}
+    found = []
+    for name in ("commands.py", "cli.py"):
+        tree = ast.parse((ROOT / "autograder" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None:
+                continue
+            types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            caught = {t.id for t in types if isinstance(t, ast.Name)} & broad
+            names = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            if caught and names & {"UsageError", "EXIT_USAGE"}:
+                found.append(f"{name}:{node.lineno} turns {sorted(caught)} into a usage error")
+    assert not found, "\n".join(found)
