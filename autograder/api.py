@@ -11,6 +11,7 @@ import torch
 
 from . import checks as registry
 from . import diagnoses, integrity, scoring, source_facts, submission
+from .errors import UsageError
 from .model import Report
 from .runner import run_check
 from .sandbox import probes
@@ -40,7 +41,7 @@ class Grader:
         self.seed = secrets.randbelow(2**31) if seed is None else int(seed)
         self.has_cuda = device != "cpu" and torch.cuda.is_available()
         if device == "cuda" and not self.has_cuda:
-            raise ValueError("--device cuda was asked for, but this machine has no CUDA device")
+            raise UsageError("--device cuda was asked for, but this machine has no CUDA device")
         self.device = "cuda" if self.has_cuda else "cpu"
         self.hide = [str(PROJECT / d) for d in ("autograder", "solutions", "tests", "assignments",
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]

@@ -23,7 +23,7 @@ import torch
 
 from . import figures
 from .outfolder import load_results
-from .cli import write_atomic
+from .files import write_atomic
 
 MAP_SHAPE = {"d_model": 16, "num_heads": 4, "n": 10}     #: the probe's module and sequence
 
@@ -35,8 +35,9 @@ class ReportError(Exception):
 def build(out, *, student: str | None = None, output=None) -> str:
     """Write the report; returns the path of index.html."""
     if not figures.available():
-        raise ReportError("the class report draws with matplotlib: pip install "
-                          "'mha-autograder[report]'")
+        raise ReportError("the class report draws with matplotlib: python -m pip install "
+                          "matplotlib (or, in a checkout of the autograder, python -m pip "
+                          "install -e \".[report]\")")
     out = Path(out)
     results = load_results(out)
     if not results:

@@ -1,106 +1,280 @@
-"""Command line: grade | batch | demo | checks. Exit 0: grading ran; 2: usage error; 1: grader failed."""
+"""Command line: grade | batch | report | bench | demo | checks | audit | package.
+
+Only the parser and the exit status live here; what each command does is in
+``commands.py``. The status is decided by the type of what a command raised (see
+``errors.py``): 0 grading ran, 2 a usage error, 1 the grader failed.
+"""
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
-import tempfile
+import traceback
 from pathlib import Path
 
-EXIT_OK, EXIT_GRADER, EXIT_USAGE = 0, 1, 2
+from .errors import (EXIT_GRADER, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE_CLOSED, EXIT_USAGE,
+                     GraderFailure, UsageError)
+
+__all__ = ["EXIT_GRADER", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "version"]
+
+PROG = "python -m autograder"
+DEVICES = ("auto", "cpu", "cuda")
+
+EXAMPLES = {
+    None: """\
+examples:
+  python -m autograder demo                                grade the bundled examples
+  python -m autograder grade mha.py                        one submission, as a table
+  python -m autograder grade mha.ipynb --format json       the same, as one JSON object
+  python -m autograder batch submitted/ --output results/  a whole class
+  python -m autograder checks                              what is checked, for how many points
+  python -m autograder COMMAND --help                      one command's options, with examples
+
+exit status: 0 grading ran (whatever the score), 2 usage error, 1 the grader failed.""",
+    "grade": """\
+examples:
+  python -m autograder grade mha.py
+  python -m autograder grade mha.ipynb --format json --output result.json
+  python -m autograder grade student_folder/ --public-only
+  python -m autograder grade mha.py --seed 1234        replay the inputs of an earlier run""",
+    "batch": """\
+examples:
+  python -m autograder batch submitted/ --output results/
+  python -m autograder batch course/ --assignment mha --output results/ --workers 4
+  python -m autograder batch clones/ --output results/ --executor dask --scheduler tcp://HOST:8786
+
+Run the same command again to resume: only students without a complete result are graded.""",
+    "report": """\
+examples:
+  python -m autograder report results/
+  python -m autograder report results/ --student mha/alice --output report/""",
+    "bench": """\
+examples:
+  python -m autograder bench -n 20
+  python -m autograder bench -n 1000 --nbgrader 10 --workers 2 --keep /tmp/bench""",
+    "demo": """\
+examples:
+  python -m autograder demo
+  python -m autograder demo --seed 0 --device cpu""",
+    "checks": """\
+examples:
+  python -m autograder checks
+  python -m autograder checks --rubric my-rubric.toml""",
+    "audit": """\
+examples:
+  python -m autograder audit course/
+  python -m autograder audit course/ --assignment mha --format json""",
+    "package": """\
+examples:
+  python -m autograder package gradescope --output autograder.zip
+  python -m autograder package classroom --output ../mha-template --rubric my-rubric.toml""",
+}
 
 
 class _Parser(argparse.ArgumentParser):
+    """Usage errors exit with status 2 and the usage line, as the contract says."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def version(pyproject: Path = PYPROJECT) -> str:
+    """This package's version: from the checkout's pyproject.toml when the code runs from
+    one (an installed copy of another checkout would report its own), else from the
+    installed distribution's metadata, else "unknown"."""
+    try:
+        try:
+            import tomllib
+        except ModuleNotFoundError:                    # Python 3.10
+            import tomli as tomllib
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == "mha-autograder" and project.get("version"):
+            return str(project["version"])
+    except (OSError, ValueError, ModuleNotFoundError):
+        pass
+    from importlib import metadata
+    try:
+        return metadata.version("mha-autograder")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m autograder", description="Grade multi-head attention submissions.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    g = sub.add_parser("grade", help="grade one submission (.py, .ipynb, or a folder holding one)")
-    g.add_argument("submission")
-    g.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text")
-    g.add_argument("--output", help="write the report to this file instead of stdout")
+    parser = _Parser(prog=PROG, description="Grade multi-head attention submissions against "
+                     "the reference, each run isolated in a sandbox.", epilog=EXAMPLES[None])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the autograder's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="COMMAND")
+
+    def command(name, summary, description=None):
+        return sub.add_parser(name, help=summary, description=description or summary,
+                              epilog=EXAMPLES[name])
+
+    g = command("grade", "grade one submission (.py, .ipynb, or a folder holding one)")
+    g.add_argument("submission", metavar="SUBMISSION",
+                   help="a .py module, an .ipynb notebook (its graded cells) or a folder "
+                        "holding one (mha.py or mha.ipynb, else its only .py or .ipynb)")
+    g.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text",
+                   help="text: a table for a terminal (default); json: the result object of "
+                        "docs/contract.md; gradescope: Gradescope's results.json; junit: "
+                        "JUnit XML for CI")
+    g.add_argument("--output", metavar="FILE",
+                   help="write the report to FILE (whole or not at all) instead of stdout")
     _common(g)
-    g.add_argument("--public-only", action="store_true", help="run only the checks students may see")
-    b = sub.add_parser("batch", help="grade every submission below DIR")
-    b.add_argument("dir")
-    b.add_argument("--output", required=True, help="folder for one result per submission")
+    g.add_argument("--public-only", action="store_true",
+                   help="run only the public checks (the instructor's and CI's view of what "
+                        "students can see); by default the hidden checks run too")
+
+    b = command("batch", "grade every submission below DIR",
+                "Grade every submission below DIR (an nbgrader course or its submitted/ "
+                "folder, a flat folder of files, or one folder per student), resumably.")
+    b.add_argument("dir", metavar="DIR", help="the folder that holds the submissions")
+    b.add_argument("--output", required=True, metavar="OUT",
+                   help="folder for one result per submission, failures/, grades.csv and "
+                        "batch.json (its seed, rubric and device)")
     _common(b)
-    b.add_argument("--workers", type=int, help="submissions graded at once (default: the cores)")
-    b.add_argument("--assignment", help="in an nbgrader submitted/ tree, grade only this one")
+    b.add_argument("--workers", type=int, metavar="N",
+                   help="submissions graded at once (default: the number of cores)")
+    b.add_argument("--assignment", metavar="NAME",
+                   help="in an nbgrader submitted/ tree, grade only this assignment")
     b.add_argument("--executor", choices=("local", "dask"), default="local",
-                   help="where to grade: here (default) or on a Dask distributed cluster")
-    b.add_argument("--scheduler", help="with --executor dask: the scheduler's address "
-                   "(tcp://HOST:8786)")
-    r = sub.add_parser("report", help="a class report (HTML with plots, and PNGs) from a batch's output")
-    r.add_argument("out", help="a batch's --output folder")
-    r.add_argument("--student", help="whose attention maps to draw (a result's key; default: "
-                   "the best score)")
-    r.add_argument("--output", help="folder for index.html and the PNGs (default: OUT/report)")
-    n = sub.add_parser("bench", help="time batch against nbgrader autograde on generated notebooks")
-    n.add_argument("-n", "--count", type=int, default=20, help="notebooks to build (default 20)")
-    n.add_argument("--nbgrader", type=int, help="grade only this many of them with nbgrader and "
-                   "extrapolate (default: all; 0 skips nbgrader)")
-    n.add_argument("--workers", type=int, help="batch's workers (default: the cores)")
-    n.add_argument("--keep", help="build in this folder and keep it (default: a temporary one)")
-    d = sub.add_parser("demo", help="grade the bundled example submissions")
+                   help="where to grade: on this machine (local, default) or on a Dask "
+                        "distributed cluster (dask, needs --scheduler)")
+    b.add_argument("--scheduler", metavar="ADDRESS",
+                   help="with --executor dask: the scheduler's address, e.g. tcp://HOST:8786")
+
+    r = command("report", "a class report (an HTML page with plots, and PNGs) from a batch's "
+                "output")
+    r.add_argument("out", metavar="OUT", help="a batch's --output folder")
+    r.add_argument("--student", metavar="KEY",
+                   help="whose attention maps to draw (a result's key, as in grades.csv; "
+                        "default: the best score)")
+    r.add_argument("--output", metavar="FOLDER",
+                   help="folder for index.html and the PNGs (default: OUT/report)")
+
+    n = command("bench", "time batch against nbgrader autograde on generated notebooks")
+    n.add_argument("-n", "--count", type=int, default=20, metavar="N",
+                   help="notebooks to build and grade with batch (default 20)")
+    n.add_argument("--nbgrader", type=int, metavar="K",
+                   help="grade only the first K with nbgrader and extrapolate to N "
+                        "(default: all N; 0 skips nbgrader)")
+    n.add_argument("--workers", type=int, metavar="N",
+                   help="batch's workers (default: the number of cores)")
+    n.add_argument("--keep", metavar="FOLDER",
+                   help="build in this empty folder and keep it (default: a temporary one, "
+                        "removed afterwards)")
+
+    d = command("demo", "grade the bundled example submissions and say what each one got")
     _common(d)
-    sub.add_parser("checks", help="list every check with its group, points and purpose")
-    a = sub.add_parser("audit", help="re-grade every submission of an nbgrader course outside "
-                       "nbgrader and list the students whose gradebook score differs")
-    a.add_argument("course", help="the course's root folder (holds nbgrader_config.py)")
-    a.add_argument("--assignment", help="audit only this assignment")
-    a.add_argument("--format", choices=("text", "json"), default="text")
-    a.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                   help="default: the course config's TrustedGrades.device")
-    a.add_argument("--seed", type=int, help="default: the course config's TrustedGrades.seed")
-    a.add_argument("--rubric", help="default: the course config's TrustedGrades.rubric")
-    k = sub.add_parser("package", help="build the Gradescope autograder zip or the GitHub "
-                       "Classroom template repository")
-    k.add_argument("target", choices=("gradescope", "classroom"))
-    k.add_argument("--output", required=True, help="gradescope: the zip to write; classroom: "
-                   "a new folder for the template")
-    k.add_argument("--rubric", help="a rubric TOML file (default: autograder/rubric.toml)")
+
+    c = command("checks", "list every check with its group, points, visibility and purpose")
+    c.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
+
+    a = command("audit", "re-grade every submission of an nbgrader course outside nbgrader "
+                "and list the students whose gradebook score differs")
+    a.add_argument("course", metavar="COURSE_DIR",
+                   help="the course's root folder (the one holding nbgrader_config.py)")
+    a.add_argument("--assignment", metavar="NAME", help="audit only this assignment")
+    a.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: a summary for a terminal (default); json: one object")
+    a.add_argument("--device", choices=DEVICES,
+                   help="where the module runs (default: the course config's "
+                        "TrustedGrades.device)")
+    a.add_argument("--seed", type=int, metavar="N",
+                   help="the seed of the random inputs (default: the course config's "
+                        "TrustedGrades.seed)")
+    a.add_argument("--rubric", metavar="FILE",
+                   help="a rubric TOML file (default: the course config's TrustedGrades.rubric)")
+
+    k = command("package", "build the Gradescope autograder zip or the GitHub Classroom "
+                "template repository")
+    k.add_argument("target", choices=("gradescope", "classroom"), metavar="TARGET",
+                   help="gradescope: the zip to upload; classroom: the template repository")
+    k.add_argument("--output", required=True, metavar="PATH",
+                   help="gradescope: the zip to write; classroom: a new folder for the template")
+    k.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
     return parser
 
 
+RUBRIC_HELP = "a rubric TOML file (default: autograder/rubric.toml)"
+
+
 def _common(p) -> None:
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--seed", type=int, help="replay the inputs of an earlier run")
-    p.add_argument("--rubric", help="a rubric TOML file (default: autograder/rubric.toml)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where the module runs: auto (CUDA when present, default), cpu, or "
+                        "cuda (an error where there is none)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="the seed of the random inputs; give an earlier run's seed to replay "
+                        "its inputs (default: a new random seed, printed with the result)")
+    p.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        status = _run(args)
+        sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit
+        return status
+    except UsageError as e:
+        _say(f"error: {e}")
+        return EXIT_USAGE
+    except GraderFailure as e:
+        _say(f"the grader failed: {e}")
+        return EXIT_GRADER
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        if not _stdout_closed():
+            return _bug()
+        # The reader went away (`... | head -1`). As Python's documentation on SIGPIPE
+        # advises: point stdout at devnull so that the flush at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+    except Exception:               # noqa: BLE001 — a bug in the grader, whatever its type
+        return _bug()
+
+
+def _run(args) -> int:
     if args.command in ("grade", "demo") or getattr(args, "executor", None) == "local":
         from .sandbox import spawn
         spawn.prestart()          # the zygote imports torch while this process does too
     from . import commands
-    try:
-        return commands.COMMANDS[args.command](args)
-    except commands.UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except commands.GraderFailure as e:
-        print(f"the grader failed: {e}", file=sys.stderr)
-        return EXIT_GRADER
+    return commands.COMMANDS[args.command](args)
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write the whole file or nothing: a temporary file, then os.replace."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+def _bug() -> int:
+    """Anything a command did not raise on purpose: a short line, then the traceback."""
+    kind, error, _ = sys.exc_info()
+    _say(f"the grader failed (a bug in the autograder {version()}): {kind.__name__}: {error}\n"
+         "Please report it with the traceback below.\n" + traceback.format_exc().rstrip())
+    return EXIT_GRADER
+
+
+def _say(message: str) -> None:
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)          # mkstemp's 0600 would hide results from TAs
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):       # stderr closed too: the status still tells
+        pass
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) nobody reads any more: poll reports an error on
+    its write end. A BrokenPipeError from anywhere else (a socket of the grader's) is a bug."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True     # no usable stdout at all: nothing more can be written there

@@ -1,29 +1,29 @@
 """What each command does, on top of the API. No grading logic here."""
 from __future__ import annotations
 
+import importlib.util
 import sys
+import textwrap
 from pathlib import Path
 
 from . import api, integrity, scoring, submission
-from .cli import EXIT_GRADER, EXIT_OK, write_atomic
+from .errors import EXIT_GRADER, EXIT_INTERRUPTED, EXIT_OK, GraderFailure, UsageError
+from .files import write_atomic
 from .sandbox.host import GraderError
 from .writers import WRITERS
 
+__all__ = ["COMMANDS", "GraderFailure", "UsageError"]
 
-class UsageError(Exception):
-    pass
-
-
-class GraderFailure(Exception):
-    pass
+#: ``checks``: purposes are wrapped to this width, never cut
+WIDTH = 100
 
 
 def _grader(args, **extra) -> api.Grader:
+    """The Grader the options ask for; a rubric that does not load, or ``--device cuda``
+    without CUDA (the Grader raises UsageError itself), is a usage error."""
     try:
         return api.Grader(rubric=args.rubric, device=args.device, seed=args.seed, **extra)
     except scoring.RubricError as e:
-        raise UsageError(str(e)) from None
-    except ValueError as e:
         raise UsageError(str(e)) from None
 
 
@@ -62,16 +62,14 @@ def batch(args) -> int:
             assignment=args.assignment, progress=progress,
             executor=lambda options: executors.make(args.executor, options, workers=args.workers,
                                                     scheduler=args.scheduler))
-    except (batching.BatchError, scoring.RubricError, ImportError) as e:
-        raise UsageError(str(e)) from None
-    except ValueError as e:                   # the Grader refused the options (--device cuda)
+    except (batching.BatchError, scoring.RubricError) as e:
         raise UsageError(str(e)) from None
     except integrity.TamperedError as e:
         raise GraderFailure(str(e)) from None
     except KeyboardInterrupt:
         print("interrupted: what was graded is kept; run the same command again to grade the "
               "rest", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         progress.finish()
     print(batching.describe(summary, args.output), file=sys.stderr)
@@ -110,12 +108,28 @@ def demo(args) -> int:
 
 
 def list_checks(args) -> int:
+    """One line per check (name, group, points, public or hidden), then its whole purpose,
+    wrapped and indented: a purpose is never cut."""
     from . import checks
-    rubric = scoring.load_rubric()
-    for c in checks.load_all().values():
-        flag = "public" if not c.hidden else "hidden"
-        print(f"{c.name:<32} {c.group:<8} {rubric.points.get(c.name, 0):>5g}  {flag}  {c.doc.splitlines()[0] if c.doc else ''}")
+    every = checks.load_all()
+    try:
+        rubric = scoring.load_rubric(args.rubric, known=set(every))
+    except scoring.RubricError as e:
+        raise UsageError(str(e)) from None
+    width = max(len(name) for name in every)
+    for c in every.values():
+        flag = "hidden" if c.hidden else "public"
+        print(f"{c.name:<{width}}  {c.group:<9} {rubric.points.get(c.name, 0):>5g} points  {flag}")
+        for line in textwrap.wrap(purpose(c.doc), WIDTH - 4, break_long_words=False,
+                                  break_on_hyphens=False):
+            print(f"    {line}")
     return EXIT_OK
+
+
+def purpose(doc: str) -> str:
+    """A check's purpose: the first paragraph of its docstring, on one line."""
+    first = doc.strip().split("\n\n")[0] if doc else ""
+    return " ".join(first.split()) or "(no description)"
 
 
 def package(args) -> int:
@@ -137,17 +151,18 @@ def package(args) -> int:
 
 def audit(args) -> int:
     import json
-    try:
-        from . import audit as auditing
-    except ImportError as e:
-        raise UsageError(f"audit needs nbgrader (pip install nbgrader): {e}") from None
+    if importlib.util.find_spec("nbgrader") is None:
+        raise UsageError("audit reads an nbgrader gradebook and needs nbgrader: "
+                         "python -m pip install nbgrader (or, in a checkout of the autograder, "
+                         'python -m pip install -e ".[nbgrader]")')
+    from . import audit as auditing
     if not Path(args.course).is_dir():
         raise UsageError(f"{args.course}: no such folder")
     try:
         with integrity.guard():
             result = auditing.run(args.course, seed=args.seed, rubric=args.rubric,
                                   device=args.device, assignment=args.assignment)
-    except (auditing.AuditError, scoring.RubricError, ValueError) as e:
+    except (auditing.AuditError, scoring.RubricError) as e:
         raise UsageError(str(e)) from None
     except (GraderError, integrity.TamperedError) as e:
         raise GraderFailure(str(e)) from None

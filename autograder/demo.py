@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -16,6 +17,8 @@ EXAMPLES = [
     ("all heads share one set of weights", Path(__file__).with_name("examples") / "shared_heads.py"),
     ("a syntax error", Path(__file__).with_name("examples") / "syntax_error.py"),
 ]
+
+WIDTH = 100                 #: the headlines are wrapped to this width, whole, never cut
 
 
 def run(grader: api.Grader, out=sys.stdout) -> list:
@@ -32,9 +35,11 @@ def run(grader: api.Grader, out=sys.stdout) -> list:
         codes = ", ".join(d.code for d in report.diagnoses) or "-"
         print(f"  {report.score:6.1f} / {report.max_score:g}  {label:<38} "
               f"{time.monotonic() - start:5.1f} s   mistakes found: {codes}", file=out, flush=True)
-    print("\nWhat the grader told each student (first lines):", file=out)
+    print("\nWhat the grader told each student (the first thing it says):", file=out)
     for label, report in reports:
-        print(f"  - {label}: {_headline(report)[:150]}", file=out)
+        print(textwrap.fill(f"- {label}: {_headline(report)}", WIDTH, initial_indent="  ",
+                            subsequent_indent="    ", break_long_words=False,
+                            break_on_hyphens=False), file=out)
     print("\nGrade your own file: python -m autograder grade path/to/mha.py "
           "[--format text|json|gradescope|junit]", file=out)
     return reports

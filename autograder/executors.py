@@ -23,6 +23,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from .errors import UsageError
 from .sandbox.host import GraderError
 
 
@@ -115,8 +116,9 @@ class DaskExecutor:
         try:
             from distributed import Client
         except ImportError:
-            raise ImportError("--executor dask needs Dask distributed: pip install "
-                              "'mha-autograder[distributed]'") from None
+            raise UsageError("--executor dask needs Dask distributed: python -m pip install "
+                             "distributed (or, in a checkout of the autograder, python -m pip "
+                             "install -e \".[distributed]\")") from None
         self.options = options
         try:
             self.client = Client(scheduler, timeout="30s")
@@ -165,4 +167,4 @@ def make(name: str, options: dict, *, workers: int | None = None, scheduler: str
         return LocalExecutor(options, workers)
     if name == "dask":
         return DaskExecutor(options, scheduler)
-    raise ValueError(f"unknown executor {name!r}")
+    raise UsageError(f"unknown executor {name!r}: local or dask")

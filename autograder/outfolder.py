@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from . import scoring
-from .cli import write_atomic
+from .files import write_atomic
 
 FORMAT = 1                      #: version of OUT's layout, recorded in batch.json
 

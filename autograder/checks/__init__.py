@@ -49,7 +49,7 @@ class Side:
 
     def require(self, fn: str) -> None:
         if self.names is not None and fn not in self.names:
-            raise StudentError(f"the submission defines no {fn}; the SPEC's API asks for it "
+            raise StudentError(f"the submission defines no {fn}, which the assignment asks for "
                                "(check the spelling and that it is at the top level)")
 
     def attempt(self, fn: str, *args, group: str, **kwargs) -> dict:

@@ -27,7 +27,7 @@ def compare_cases(p: Probe, fn: str, group: str, case_list, *, pick=None, **tol)
 
 
 def _compare_case(p: Probe, fn, group, case, pick, tol) -> None:
-    what = f"{fn} on case '{case.name}' ({case.describe})"
+    what = f"{fn} on {case.describe}"
     expected = p.reference.call(fn, *case.args, group=group)
     try:
         result = p.student.attempt(fn, *case.args, group=group)
@@ -77,7 +77,7 @@ HEAD_WEIGHT_CASES = [(8, 8, 2), (8, 8, 1), (8, 8, 8), (6, 12, 4), (10, 6, 3), (5
 
 @check("head_weight_shape.values", group="shape", hidden=False)
 def head_weight_shape_values(p: Probe) -> None:
-    """head_weight_shape(d, d_total, M) is (d, d_total / M) (SPEC: shape rule)."""
+    """head_weight_shape(d, d_total, M) is (d, d_total / M): the shape rule."""
     for d, d_total, h in HEAD_WEIGHT_CASES:
         actual = p.student.call("head_weight_shape", d, d_total, h, group="shape")
         expected = p.reference.call("head_weight_shape", d, d_total, h, group="shape")
@@ -91,7 +91,7 @@ def head_weight_shape_values(p: Probe) -> None:
 @check("head_weight_shape.raises", group="shape", requires=["head_weight_shape.values"],
        instruments=["exception"])
 def head_weight_shape_raises(p: Probe) -> None:
-    """Impossible head counts raise ValueError, not an assert (SPEC, item 1)."""
+    """Impossible head counts raise ValueError, not an assert."""
     for args in [(8, 10, 3), (8, 8, 0), (0, 8, 2), (8, 6, 4)]:
         expect_value_error(p, "head_weight_shape", "shape", args,
                            "d={}, d_total={}, num_heads={}".format(*args))
@@ -102,7 +102,7 @@ def head_weight_shape_raises(p: Probe) -> None:
 
 @check("project.values", group="project", hidden=False)
 def project_values(p: Probe) -> None:
-    """project(H, W) = H @ W for any leading axes (SPEC: row-vector convention)."""
+    """project(H, W) = H @ W for any leading axes (the row-vector convention)."""
     compare_cases(p, "project", "project", cases.project_cases(p.generator("project")))
 
 
@@ -166,14 +166,14 @@ def attention_pool_masked(p: Probe) -> None:
        requires=["split_heads.values", "concat_heads.values", "masked_softmax.values",
                  "attention_pool.values"], instruments=["mutation"])
 def functions_pure(p: Probe) -> None:
-    """No function writes into its input tensors (SPEC, Conventions); counts only for
+    """No function writes into its input tensors; counts only for
     functions that otherwise work, so garbage that leaves its inputs alone earns nothing."""
     calls = p.observations.get("calls", {})
     for fn, records in calls.items():
         for case, result, _ in records:
             if result.get("mutated"):
-                raise CheckFailed(f"{fn} changed its input tensor(s) in place on case "
-                                  f"'{case.name}' ({case.describe}); work on a copy "
+                raise CheckFailed(f"{fn} changed its input tensor(s) in place on "
+                                  f"{case.describe}; work on a copy "
                                   "(masked_fill, not masked_fill_ or X[mask] = value)")
     missing = [fn for fn in ("split_heads", "concat_heads", "masked_softmax", "attention_pool")
                if not any("value" in r for _, r, _ in calls.get(fn, []))]

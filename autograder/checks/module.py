@@ -93,7 +93,7 @@ def compare_runs(c: Config, runs, student, ref, *, grads: bool = False) -> None:
 
 @check("MultiHeadAttention.params", group="mha", hidden=False, instruments=["parameters"])
 def mha_params(p: Probe) -> None:
-    """W_q, W_k, W_v = Linear(d_model, d_total), W_o = Linear(d_total, d_model) (SPEC)."""
+    """W_q, W_k, W_v = Linear(d_model, d_total), W_o = Linear(d_total, d_model), by these names."""
     for c in (CONFIGS[0], CONFIGS[3], CONFIGS[1]):
         ref = p.reference.mha({"init": c.init}, group="mha")
         student = p.student.mha({"init": c.init}, group="mha")
@@ -113,7 +113,7 @@ def mha_params(p: Probe) -> None:
 @check("MultiHeadAttention.raises", group="mha", requires=["MultiHeadAttention.params"],
        instruments=["exception"])
 def mha_raises(p: Probe) -> None:
-    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (SPEC, item 1)."""
+    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3."""
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)

@@ -31,7 +31,7 @@ def _counts(values: dict) -> str:
 def mha_distinct(p: Probe) -> None:
     """Each head has its own weights: W_q/W_k/W_v/W_o share no storage; with distinct weights
     loaded the heads differ; block j of W_q (or W_k) moves head j's attention weights and only
-    head j's; every head block of W_q/W_k/W_v/W_o gets a gradient (SPEC item 3)."""
+    head j's; every head block of W_q/W_k/W_v/W_o gets a gradient."""
     shared = ev.aliased_roles(p)
     if shared:
         raise CheckFailed(f"{' and '.join(shared)} are one tensor (they share storage), so their "
@@ -68,7 +68,7 @@ def mha_distinct(p: Probe) -> None:
        instruments=["parameters"])
 def mha_init(p: Probe) -> None:
     """Right after construction (two seeds) the head blocks of W_q, W_k and W_v differ from each
-    other: heads that start identical get identical gradients and never diverge (SPEC item 3)."""
+    other: heads that start identical get identical gradients and never diverge."""
     for c, seed, role, pairs in ev.identical_init(p):
         j, k = pairs[0]
         raise CheckFailed(
@@ -85,7 +85,7 @@ def mha_init(p: Probe) -> None:
 @check("cost.params", group="cost", instruments=["parameters"])
 def cost_params(p: Probe) -> None:
     """The parameter count is 4·d_model·d_total (+ 3·d_total + d_model with biases) for
-    num_heads 1, 2, 4, 8, the reference's: one head of width d_total (SPEC item 4)."""
+    num_heads 1, 2, 4, 8, the reference's: one head of width d_total."""
     for name, student, ref, expected in ev.param_counts(p):
         if student == ref:
             continue
@@ -109,7 +109,7 @@ def cost_params(p: Probe) -> None:
 def cost_flops(p: Probe) -> None:
     """Forward's matrix-product FLOPs (as torch.utils.flop_counter counts them) do not exceed
     the reference's and do not grow with num_heads, and all its arithmetic (every operator,
-    by elements) stays within 1.5x the reference's (SPEC item 4: all heads cost as much as
+    by elements) stays within 1.5x the reference's (all heads together cost as much as
     one head of width d_total)."""
     for name, student, ref in ev.flop_counts(p):
         over = [h for h in student if student[h] > ref[h] * (1 + ev.FLOP_SLACK)]
@@ -133,7 +133,7 @@ def cost_flops(p: Probe) -> None:
 @check("cost.parallel", group="cost", requires=WORKS, instruments=["trace"])
 def cost_parallel(p: Probe) -> None:
     """The heads run in parallel: the number of matmul/softmax kernels per forward does not grow
-    with num_heads (SPEC item 4: no Python loop over heads)."""
+    with num_heads (no Python loop over heads)."""
     for name, student, ref in ev.kernel_counts(p):
         heads = list(student)
         if student[heads[-1]] > student[heads[1]]:
@@ -174,7 +174,7 @@ def device_sync(p: Probe) -> None:
 @check("precision.autocast", group="device", requires=WORKS, instruments=["precision"])
 def precision_autocast(p: Probe) -> None:
     """Under float16/bfloat16 autocast and casts, with masks that include length 0, forward and
-    the masked functions stay finite wherever they are finite in float32 (SPEC item 5)."""
+    the masked functions stay finite wherever they are finite in float32."""
     failures = evd.precision_failures(p)
     if failures:
         lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in failures[:4])
@@ -189,7 +189,7 @@ def precision_autocast(p: Probe) -> None:
        instruments=["device"])
 def device_cuda(p: Probe) -> None:
     """On the GPU: values match the float64 reference, no sync under CUDA's sync debug mode,
-    peak memory within a small factor of the reference's, finite under autocast (SPEC item 5)."""
+    peak memory within a small factor of the reference's, finite under autocast."""
     student, ref, expected = evd.cuda_runs(p)
     if student.get("unavailable"):
         raise CheckFailed("the submission's process could not use the GPU (it reported "

@@ -157,10 +157,10 @@ def _softmax_pairs(p):
     """(what, actual, expected) for every softmax-like float64 result the checks observed."""
     calls = p.observations.get("calls", {})
     for case, result, expected in calls.get("masked_softmax", []):
-        yield f"masked_softmax on case '{case.name}'", result.get("value"), expected
+        yield f"masked_softmax on {case.describe}", result.get("value"), expected
     for case, result, expected in calls.get("attention_pool", []):
         value = result.get("value")
-        yield (f"attention_pool's weights on case '{case.name}'",
+        yield (f"attention_pool's weights on {case.describe}",
                value[1] if isinstance(value, tuple) and len(value) == 2 else None, expected[1])
     for c, runs, student, ref in p.observations.get("mha", []):
         for s, r in zip(student.get("runs", ()), ref["runs"]):

@@ -195,8 +195,8 @@ MASK_MESSAGES = {
     "zero-len-nan": "rows with valid length 0 come out NaN: a -inf fill makes softmax 0/0 there. "
                     "Fill with torch.finfo(dtype).min and zero the masked weights afterwards.",
     "zero-len-uniform": "rows with valid length 0 get uniform weights 1/n_k (a large finite fill "
-                        "and nothing else); the SPEC wants all-zero weights and output there. "
-                        "Zero the masked weights after the softmax.",
+                        "and nothing else); a row with no valid key must get all-zero weights "
+                        "and an all-zero output. Zero the masked weights after the softmax.",
     "after-softmax": "the softmax runs over all keys and the masked weights are zeroed afterwards "
                      "without renormalising, so partial rows sum to less than 1. Mask the scores "
                      "before the softmax.",

@@ -1,0 +1,66 @@
+"""The project's own docs agree with the code: every mistake code the diagnoses can emit is
+in docs/mistakes.md and nothing else is; the exit statuses in docs/contract.md are the
+ones the CLI uses; the README points at these docs, not at files outside the repository."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from autograder import errors
+from autograder.diagnoses import DIAGNOSES, structure, values  # noqa: F401  (registers)
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def documented_codes() -> list[str]:
+    """The codes of mistakes.md's tables (the first cell of each row)."""
+    text = (DOCS / "mistakes.md").read_text(encoding="utf-8")
+    return re.findall(r"^\| `([a-z]+\.[a-z0-9-]+)` \|", text, re.M)
+
+
+def test_every_code_the_grader_emits_is_documented_and_no_other():
+    emitted = [code for code, _ in DIAGNOSES]
+    documented = documented_codes()
+    assert len(emitted) == len(set(emitted)), "a code is registered twice"
+    assert len(documented) == len(set(documented)), "a code is listed twice in docs/mistakes.md"
+    assert set(emitted) - set(documented) == set(), "emitted but not in docs/mistakes.md"
+    assert set(documented) - set(emitted) == set(), "in docs/mistakes.md but never emitted"
+    assert len(emitted) >= 30
+
+
+def test_every_code_has_its_mistake_and_symptom():
+    """Each row: the code, what the mistake is, how it shows; no cell left empty."""
+    text = (DOCS / "mistakes.md").read_text(encoding="utf-8")
+    for row in re.findall(r"^\| `[a-z]+\.[a-z0-9-]+` \|.*$", text, re.M):
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+        assert len(cells) == 3 and all(len(c) > 10 for c in cells[1:]), row
+
+
+def test_contract_lists_the_exit_statuses_the_cli_uses():
+    text = (DOCS / "contract.md").read_text(encoding="utf-8")
+    table = text.split("## Exit statuses")[1].split("##")[0]
+    listed = {int(n) for n in re.findall(r"^\| (\d+) \|", table, re.M)}
+    used = {getattr(errors, name) for name in dir(errors) if name.startswith("EXIT_")}
+    assert listed == used
+
+
+def test_contract_names_every_part_of_the_api():
+    text = (DOCS / "contract.md").read_text(encoding="utf-8")
+    import solutions
+    assert len(solutions.__all__) == 8
+    for name in solutions.__all__:
+        assert f"def {name}(" in text or f"class {name}(" in text, name
+    for section in ("## The student's API", "## Shapes", "## Masking", "## The command line",
+                    "## The JSON result", "## Exit statuses"):
+        assert section in text
+
+
+def test_readme_points_at_the_projects_docs():
+    """The README's links resolve inside the repository; none reaches ../shared."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/contract.md" in readme and "docs/mistakes.md" in readme
+    assert "../shared" not in readme and "SPEC.md" not in readme and "TAXONOMY.md" not in readme
+    for target in re.findall(r"\]\(([^)#]+)", readme):
+        if "://" not in target:
+            assert (ROOT / target).exists(), target
