@@ -225,6 +225,8 @@ class _Reader(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if node.attr in INTERNALS:
             self.note("tampering", node.lineno, f"reads .{node.attr}")
+        if node.attr == "is_meta":        # behaving otherwise on the grader's stand-in device
+            self.note("tampering", node.lineno, "asks whether it runs on the meta device")
         path = self.dotted(node)
         if path:
             self._judge_path(path, node.lineno)
@@ -236,6 +238,8 @@ class _Reader(ast.NodeVisitor):
         if isinstance(node.value, str) and (node.value in INTERNALS or node.value in (
                 "__builtins__", "__import__")):
             self.note("tampering", node.lineno, f"names {node.value}")
+        if node.value == "meta":          # the device the grader runs a GPU's checks on
+            self.note("tampering", node.lineno, "names the meta device")
 
     def visit_Name(self, node):
         if node.id in ("__builtins__", "__loader__", "__spec__", "__import__"):

@@ -272,6 +272,8 @@ REACHES = {
     "subclasses": "x = object.__subclasses__()\n",
     "object.__setattr__": "class A:\n    def f(self):\n        object.__setattr__(self, 'x', 1)\n",
     "the sandbox's modules": "import worker\n",
+    "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
+    "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
     "global module hooks": ("import torch\n"
                             "torch.nn.modules.module.register_module_forward_hook(print)\n"),
 }
@@ -361,3 +363,47 @@ def test_a_notebooks_own_helper_cell_is_not_read_but_a_changed_one_is(tmp_path):
     changed = sub.source.replace(b"def run_check(", b"import gc\ngc.collect()\n\n\ndef run_check(")
     found = source_facts.read(changed, trusted).tampering
     assert any("gc" in f.what for f in found), found
+
+
+# ------------------------------------------------------------------------------------------
+# Work counted over all arithmetic, not a whitelist of matrix operators
+
+BROADCAST = '''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        scores = (Q.unsqueeze(-2) * K.unsqueeze(-3)).sum(-1) / math.sqrt(Q.shape[-1])
+        weights = masked_softmax(scores, valid_lens)
+        return (self.dropout(weights).unsqueeze(-1) * V.unsqueeze(-3)).sum(-2), weights
+'''
+
+#: Every head's scores computed over the full width, the other heads' columns masked to 0:
+#: right values, num_heads times the work, and not one extra matrix product.
+M_FOLD = '''
+class MultiHeadAttention(MultiHeadAttention):
+    def forward(self, queries, keys, values, valid_lens=None):
+        h, p = self.num_heads, self.head_dim
+        Qf, Kf = self.W_q(queries), self.W_k(keys)
+        V = split_heads(self.W_v(values), h)
+        block = torch.zeros(h, h * p, dtype=Qf.dtype, device=Qf.device)
+        for j in range(h):
+            block[j, j * p:(j + 1) * p] = 1.0
+        prod = Qf[:, None, :, None, :] * Kf[:, None, None, :, :]
+        scores = (prod * block[None, :, None, None, :]).sum(-1) / math.sqrt(p)
+        weights = masked_softmax(scores, valid_lens)
+        self.attention_weights = weights
+        return self.W_o(concat_heads(self.dropout(weights) @ V))
+'''
+
+
+def test_products_as_broadcast_and_sum_cost_what_matmuls_cost(grader, tmp_path):
+    report = grade(grader, tmp_path, "bcast", BASE + textwrap.dedent(BROADCAST))
+    assert report["score"] == 100.0, [c["feedback"][:300] for c in report["checks"]
+                                      if c["status"] == "failed"]
+
+
+def test_m_fold_work_as_broadcast_and_sum_is_counted(grader, tmp_path):
+    report = grade(grader, tmp_path, "mfold", BASE + textwrap.dedent(M_FOLD))
+    flops = next(c for c in report["checks"] if c["name"] == "cost.flops")
+    assert flops["status"] == "failed" and "elementary operations" in flops["feedback"]
+    values = next(c for c in report["checks"] if c["name"] == "MultiHeadAttention.values")
+    assert values["status"] == "passed"      # right values: only the work gives it away

@@ -30,6 +30,10 @@ FLOP_SLACK = 0.01
 #: exceed the reference's by this factor: correct code written otherwise (a broadcast-and-sum
 #: product, masks built another way, an extra copy) stays well inside it; M-fold work does not.
 WORK_SLACK = 0.5
+#: The part of that work that grows with num_heads (the softmax and the masks run on
+#: num_heads·n_q·n_k entries) may be at most this many times the reference's growth: work
+#: repeated per head over the full width grows M-fold.
+GROWTH_SLACK = 2.0
 
 
 def once(p, key, make):
