@@ -74,6 +74,10 @@ MACHINERY = frozenset({
 })
 #: Builtins that run code or reach namespaces by name.
 DYNAMIC = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
+#: Modules a submission commonly binds by `from x import y` (so the name is a module).
+KNOWN_MODULES = frozenset({"torch.nn", "torch.nn.functional", "torch.linalg", "torch.fft",
+                           "torch.nn.init", "torch.autograd", "torch.cuda", "torch.backends",
+                           "torch.utils", "numpy.linalg", "torch.torch"})
 #: Parts of torch that are its machinery, not its tensor API.
 TORCH_INTERNAL = ("torch.ops", "torch.library", "torch.overrides", "torch.utils.hooks",
                   "torch.fx", "torch.export", "torch.compile", "torch.jit")
@@ -113,6 +117,9 @@ def read(source: bytes | str, trusted: dict[str, str] | None = None) -> SourceFa
         try:
             tree = ast.parse(block)
             ast.increment_lineno(tree, start)
+            for parent in ast.walk(tree):
+                for child in ast.iter_child_nodes(parent):
+                    child.parent = parent
             reader.visit(tree)
         except (SyntaxError, ValueError, MemoryError):
             continue
@@ -153,6 +160,7 @@ class _Reader(ast.NodeVisitor):
 
     def __init__(self):
         self.modules: dict[str, str] = {}   # local name -> dotted path it stands for
+        self.imported: set[str] = set()     # paths bound by plain `import x` (modules)
         self.found: dict[str, list[Finding]] = {"forbidden": [], "tampering": []}
         self._seen: set[tuple[str, str]] = set()
 
@@ -187,6 +195,9 @@ class _Reader(ast.NodeVisitor):
 
     def _judge_path(self, path: str, line: int) -> None:
         parts = path.split(".")
+        inner = [p for p in parts[1:] if p in DENIED_MODULES or p in ("sys", "os")]
+        if inner and parts[0] not in ("sys", "os"):     # torch.cuda.sys.modules, np.os ...
+            self.note("tampering", line, f"reaches {inner[0]} through {parts[0]} ({path})")
         if parts[0] in DENIED_MODULES:
             self.note("tampering", line, f"uses {'.'.join(parts[:2])}")
         elif parts[0] == "sys" and len(parts) > 1 and parts[1] in SYS_DENIED:
@@ -203,6 +214,7 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Import(self, node):
         for alias in node.names:
+            self.imported.add(alias.name if alias.asname else alias.name.split(".")[0])
             if alias.asname:
                 self._bind(alias.asname, alias.name, node.lineno)
             else:
@@ -238,10 +250,29 @@ class _Reader(ast.NodeVisitor):
         if isinstance(node.value, str) and (node.value in INTERNALS or node.value in (
                 "__builtins__", "__import__")):
             self.note("tampering", node.lineno, f"names {node.value}")
+        if isinstance(node.value, str) and node.value in FORBIDDEN:    # vars(F)["scaled_..."]
+            self.note("forbidden", node.lineno, node.value)
         if node.value == "meta":          # the device the grader runs a GPU's checks on
             self.note("tampering", node.lineno, "names the meta device")
 
+    def _module_as_value(self, node) -> None:
+        """A module object used as a value (handed to a function, put in a container,
+        returned) can then be changed where no name shows it: a reach."""
+        path = self.modules.get(node.id)
+        if path is None or not (path in self.imported or path in KNOWN_MODULES):
+            return
+        parent = getattr(node, "parent", None)
+        if isinstance(parent, ast.Attribute) or (
+                isinstance(parent, ast.Assign) and parent.value is node) or (
+                isinstance(parent, ast.Call) and parent.func is node):
+            return
+        if isinstance(parent, ast.Call) and self.dotted(parent.func):
+            return                    # handed to torch itself, e.g. torch.compile(model) aside
+        self.note("tampering", node.lineno, f"uses the module {path} as a value")
+
     def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load):
+            self._module_as_value(node)
         if node.id in ("__builtins__", "__loader__", "__spec__", "__import__"):
             self.note("tampering", node.lineno, f"uses {node.id}")
         self.generic_visit(node)
@@ -277,6 +308,12 @@ class _Reader(ast.NodeVisitor):
 
     def _changes(self, targets, line: int) -> None:
         for target in targets:
+            root = target
+            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Starred)):
+                root = root.value
+            if isinstance(target, ast.Attribute) and not isinstance(root, ast.Name):
+                self.note("tampering", line, f"changes an attribute of a computed object "
+                                             f"({_show(target)})")
             for node in ast.walk(target):
                 if isinstance(node, (ast.Attribute, ast.Subscript)):
                     base = self.dotted(node.value)

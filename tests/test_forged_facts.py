@@ -272,6 +272,12 @@ REACHES = {
     "subclasses": "x = object.__subclasses__()\n",
     "object.__setattr__": "class A:\n    def f(self):\n        object.__setattr__(self, 'x', 1)\n",
     "the sandbox's modules": "import worker\n",
+    "sys through torch": "import torch\nm = torch.cuda.sys.modules\n",
+    "a computed object changed": "import torch\ntype(torch.ones(1)).__eq__ = None\n",
+    "a module handed to a function": ("import torch\ndef patch(m):\n    m.equal = None\n"
+                                      "patch(torch)\n"),
+    "a module in a container": "import torch\nbox = [torch]\nbox[0].equal = None\n",
+    "globals by key": "import torch\nglobals()['torch'].equal = None\n",
     "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
     "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
     "global module hooks": ("import torch\n"
@@ -346,6 +352,7 @@ def test_the_reader_flags_no_correct_code(what):
     "from torch import nn\nm = nn.MultiheadAttention(4, 2)\n",
     "import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')\n",
     "x = q.scaled_dot_product_attention\n",
+    "import torch\nf = vars(torch.nn.functional)['scaled_dot_product_attention']\n",
 ])
 def test_the_reader_sees_forbidden_built_ins_however_named(code):
     assert source_facts.read(code).forbidden
@@ -407,3 +414,15 @@ def test_m_fold_work_as_broadcast_and_sum_is_counted(grader, tmp_path):
     assert flops["status"] == "failed" and "elementary operations" in flops["feedback"]
     values = next(c for c in report["checks"] if c["name"] == "MultiHeadAttention.values")
     assert values["status"] == "passed"      # right values: only the work gives it away
+
+
+def test_the_traced_forwards_sizes_and_weights_come_from_the_runs_seed():
+    """A traced forward cannot be told from a graded one by fixed sizes or fresh weights."""
+    from autograder.checks import Probe, evidence
+    specs = [evidence.trace_spec(Probe(student=None, reference=None, seed=s), name)
+             for s in range(6) for name in list(evidence.TRACES)[:1]]
+    assert len({tuple(sorted(sp["shapes"].items())) for sp in specs}) > 1
+    assert all(set(sp["loads"]) == {str(h) for h in evidence.HEAD_COUNTS} for sp in specs)
+    again = evidence.trace_spec(Probe(student=None, reference=None, seed=0),
+                                list(evidence.TRACES)[0])
+    assert again["shapes"] == specs[0]["shapes"]

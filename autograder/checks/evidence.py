@@ -22,7 +22,9 @@ INIT_CONFIGS = (Config("init", 12, 4), Config("init-d-total", 8, 2, d_total=12))
 HEAD_COUNTS = (1, 2, 4, 8)
 TRACES = {"d_total = d_model": {"d_model": 16},
           "d_total != d_model, bias": {"d_model": 16, "d_total": 24, "bias": True}}
-TRACE_SHAPES = {"batch": 2, "n_q": 3, "n_k": 5}
+#: The traced forwards' sizes, drawn per run (trace_shapes): a traced forward looks like the
+#: graded ones (eval mode, autograd on, loaded weights), so code cannot tell it by its sizes.
+TRACE_SIZES = {"batch": (2, 3), "n_q": (3, 4, 5), "n_k": (4, 5, 6)}
 KERNELS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "dot", "mv", "_softmax", "_log_softmax",
            "_safe_softmax", "exp"}
 FLOP_SLACK = 0.01
@@ -192,22 +194,48 @@ def fresh_spread(p) -> float:
 # --------------------------------------------------------------------------------------
 # Cost parity
 
+def trace_spec(p, name: str) -> dict:
+    """The trace request for one configuration: sizes, an input seed and, per head count,
+    weights to load, all drawn from the run's seed (the same for both sides)."""
+    def make():
+        gen = p.generator("trace")
+        pick = lambda options: options[int(torch.randint(len(options), (1,), generator=gen))]  # noqa: E731
+        shapes = {k: pick(v) for k, v in TRACE_SIZES.items()}
+        shapes["seed"] = int(torch.randint(2**31, (1,), generator=gen))
+        specs = {}
+        for config, init in TRACES.items():
+            d, dt = init["d_model"], init.get("d_total", init["d_model"])
+            sizes = {"W_q": (dt, d), "W_k": (dt, d), "W_v": (dt, d), "W_o": (d, dt)}
+
+            def weights():
+                w = {f"{r}.weight": torch.randn(*s, generator=gen, dtype=torch.float64) / s[1] ** 0.5
+                     for r, s in sizes.items()}
+                if init.get("bias"):
+                    w.update({f"{r}.bias": 0.1 * torch.randn(s[0], generator=gen,
+                                                             dtype=torch.float64)
+                              for r, s in sizes.items()})
+                return w
+            specs[config] = {"heads": list(HEAD_COUNTS), "init": init, "shapes": shapes,
+                             "loads": {str(h): weights() for h in HEAD_COUNTS}}
+        return specs
+    return once(p, "trace-spec", make)[name]
+
+
 def traces(p, side: str) -> dict:
-    """{config name: {num_heads: {"params", "ops", "flops", "sync"} or {"params", "raised"}}}."""
+    """{config name: {num_heads: {"params", "ops", "flops", "work", "sync"} or {"params",
+    "raised"}}}."""
     def make():
         target = p.student if side == "student" else p.reference
         target.require("MultiHeadAttention")
-        return {name: target.probe("trace", "cost", spec={"heads": list(HEAD_COUNTS),
-                                                          "init": init, "shapes": TRACE_SHAPES})
-                for name, init in TRACES.items()}
+        return {name: target.probe("trace", "cost", spec=trace_spec(p, name)) for name in TRACES}
     return once(p, ("trace", side), make)
 
 
-def describe_trace(name: str) -> str:
-    init = TRACES[name]
+def describe_trace(p, name: str) -> str:
+    init, shapes = TRACES[name], trace_spec(p, name)["shapes"]
     extra = f", d_total={init['d_total']}" if "d_total" in init else ""
     return (f"MultiHeadAttention({init['d_model']}, num_heads{extra}, bias={init.get('bias', False)})"
-            f", batch {TRACE_SHAPES['batch']}, n_q={TRACE_SHAPES['n_q']}, n_k={TRACE_SHAPES['n_k']}")
+            f", batch {shapes['batch']}, n_q={shapes['n_q']}, n_k={shapes['n_k']}")
 
 
 def expected_params(name: str) -> int:
@@ -242,7 +270,7 @@ def _per_head(p, pick) -> list[tuple]:
         for h, e in student[name].items():
             if "raised" in e or "bad" in e:
                 info = e.get("raised", {})
-                raise StudentError(f"{describe_trace(name)}, num_heads={h}: forward failed: "
+                raise StudentError(f"{describe_trace(p, name)}, num_heads={h}: forward failed: "
                                    f"{info.get('type', '')} {info.get('message', e.get('bad'))}",
                                    raised=e.get("raised"))
         out.append((name, _in_order(student[name], pick), _in_order(ref[name], pick)))

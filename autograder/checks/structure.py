@@ -100,7 +100,7 @@ def cost_params(p: Probe) -> None:
                  if got[-1] > got[0] else
                  "some layers are shared (counted once) or there are parameters beyond W_q, W_k, "
                  "W_v and W_o")
-        raise CheckFailed(f"{ev.describe_trace(name)}: parameter count {_counts(student)} for "
+        raise CheckFailed(f"{ev.describe_trace(p, name)}: parameter count {_counts(student)} for "
                           f"num_heads = {', '.join(student)}; expected {expected} for every "
                           f"num_heads ({ev.formula(name)}): {trend}.")
 
@@ -116,7 +116,7 @@ def cost_flops(p: Probe) -> None:
         over = [h for h in student if student[h] > ref[h] * (1 + ev.FLOP_SLACK)]
         spread = max(student.values()) > min(student.values()) * (1 + ev.FLOP_SLACK)
         if over or spread:
-            raise CheckFailed(f"{ev.describe_trace(name)}: forward costs {_counts(student)} FLOPs "
+            raise CheckFailed(f"{ev.describe_trace(p, name)}: forward costs {_counts(student)} FLOPs "
                               f"for num_heads = {', '.join(student)}; the reference costs "
                               f"{_counts(ref)}. With p = d_total / num_heads, all heads together "
                               "must cost as much as one head of width d_total, whatever num_heads.")
@@ -126,7 +126,7 @@ def cost_flops(p: Probe) -> None:
                 or student[h] - student[first] > ev.GROWTH_SLACK * (ref[h] - ref[first])
                 + ev.FLOP_SLACK * 5 * ref[first]]
         if over:
-            raise CheckFailed(f"{ev.describe_trace(name)}: forward does {_counts(student)} "
+            raise CheckFailed(f"{ev.describe_trace(p, name)}: forward does {_counts(student)} "
                               f"elementary operations for num_heads = {', '.join(student)} "
                               f"(matrix products and all other arithmetic); the reference does "
                               f"{_counts(ref)}. Some of the work is done more than once (e.g. "
@@ -141,7 +141,7 @@ def cost_parallel(p: Probe) -> None:
     for name, student, ref in ev.kernel_counts(p):
         heads = list(student)
         if student[heads[-1]] > student[heads[1]]:
-            raise CheckFailed(f"{ev.describe_trace(name)}: forward dispatches {_counts(student)} "
+            raise CheckFailed(f"{ev.describe_trace(p, name)}: forward dispatches {_counts(student)} "
                               f"matmul/softmax kernels for num_heads = {', '.join(heads)} (the "
                               f"reference: {_counts(ref)}). The count grows with num_heads, so the "
                               "heads are computed one at a time in a Python loop. Compute all "

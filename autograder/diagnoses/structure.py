@@ -36,7 +36,7 @@ def shared_weights(p, results):
     name, counts, expected = off[0]
     return (f"every head uses the same projection: all {H} heads' attention weights are "
             f"identical, and the parameter count is {_counts(counts)} instead of {expected} "
-            f"({ev.describe_trace(name)}). " + ONE_HEAD.format(h=H) + ". Make W_q, W_k and W_v "
+            f"({ev.describe_trace(p, name)}). " + ONE_HEAD.format(h=H) + ". Make W_q, W_k and W_v "
             "nn.Linear(d_model, d_total) and give head j its own block of columns.")
 
 
@@ -93,7 +93,7 @@ def extra_params(p, results):
     for name, counts, _, expected in ev.param_counts(p):
         if max(counts.values()) > expected:
             return (f"parameter count {_counts(counts)}; one head of width d_total has "
-                    f"{ev.formula(name)} whatever num_heads ({ev.describe_trace(name)}). Each "
+                    f"{ev.formula(name)} whatever num_heads ({ev.describe_trace(p, name)}). Each "
                     "head's width must be d_total / num_heads, not d_total.")
     return None
 

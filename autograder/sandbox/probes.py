@@ -375,6 +375,11 @@ def trace(api, spec: dict) -> dict:
     for h in spec["heads"]:
         init = dict(spec["init"], num_heads=h)
         model = _train(build(api, init), False)
+        if spec.get("loads"):
+            try:
+                load(model, spec["loads"][str(h)])
+            except ProbeError:        # parameters not of the contract's shapes: its own then
+                pass
         shapes = dict(spec["shapes"], d_model=init["d_model"])
         masked = spec.get("masked", True)
 
