@@ -160,7 +160,8 @@ def mha_grads(p: Probe) -> None:
 
 @check("MultiHeadAttention.dropout", group="mha", requires=["MultiHeadAttention.values"])
 def mha_dropout(p: Probe) -> None:
-    """Dropout acts in training mode only: in eval mode the output is the reference's."""
+    """Dropout acts in training mode only, and on the attention weights: in eval mode the
+    output is the reference's; in training mode it zeroes attention weights, not outputs."""
     gen = p.generator("mha.dropout")
     c = CONFIGS[0]
     runs = [inputs(gen, c), inputs(gen, c)]
@@ -178,6 +179,33 @@ def mha_dropout(p: Probe) -> None:
     if torch.allclose(student["runs"][0]["out"], eval_ref["runs"][0]["out"], rtol=0, atol=1e-12):
         raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode gave the eval-mode "
                           "output: dropout on the attention weights never acts")
+    _dropout_acts_on_the_weights(p, gen)
+
+
+def _dropout_acts_on_the_weights(p: Probe, gen) -> None:
+    """Where dropout acts, seen in training mode with W_v = W_o = I loaded: head j's output
+    row is then sum_k D_ik w_ik v_k over random values v_k, so dropout on the weights zeroes a
+    head's row whole or not at all, while dropout on the pooled output (or after concat, or
+    after W_o) zeroes single entries."""
+    c = Config("dropout-placement", 12, 3, n_q=5, n_k=7)
+    init = dict(c.init, dropout=0.5)
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    ref = p.reference.mha({"init": init, "seed": seed, "want_state": True}, group="mha")
+    eye = torch.eye(c.d_model, dtype=torch.float64)
+    weights = dict(ref["state"], **{"W_v.weight": eye, "W_o.weight": eye})
+    run = dict(inputs(gen, c), train=True, seed=3)
+    student = p.student.mha({"init": init, "seed": seed, "load": weights, "runs": [run]},
+                            group="mha")
+    out = student["runs"][0]["out"]
+    if tuple(out.shape) != (c.batch, c.n_q, c.d_model):
+        return                                  # the value checks say what is wrong
+    zero = out.reshape(c.batch, c.n_q, c.num_heads, -1) == 0
+    if bool((zero.any(-1) & ~zero.all(-1)).any()):
+        raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode (W_v and W_o set to "
+                          "the identity): single entries of a head's output are zero while the "
+                          "rest of its row is not, so dropout acts on the pooled output, not on "
+                          "the attention weights. Apply dropout to the weights: "
+                          "dropout(weights) @ V.")
 
 
 @check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"],
