@@ -12,6 +12,7 @@ import torch
 from . import checks as registry
 from . import diagnoses, integrity, scoring, source_facts, submission
 from .errors import UsageError
+from .checks.module import forbidden_seen
 from .model import Report
 from .runner import run_check
 from .sandbox import probes
@@ -82,7 +83,7 @@ class Grader:
         finally:
             if sandbox is not None:
                 sandbox.close()
-        forbidden = bool(probe.observations.get("forbidden") or facts.forbidden)
+        forbidden = bool(forbidden_seen(probe.observations))
         untrusted = frozenset(c.name for c in self.selected() if c.instruments) \
             if facts.tampering else frozenset()
         results, notes = scoring.score(results, self.rubric, forbidden=forbidden,

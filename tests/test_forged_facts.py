@@ -444,3 +444,13 @@ def test_the_traced_forwards_sizes_and_weights_come_from_the_runs_seed():
     again = evidence.trace_spec(Probe(student=None, reference=None, seed=0),
                                 list(evidence.TRACES)[0])
     assert again["shapes"] == specs[0]["shapes"]
+
+
+def test_a_forbidden_name_in_code_that_never_calls_it_costs_nothing(grader, tmp_path):
+    """The kernel watch is trusted where nothing reaches for it: code that only names the
+    built-in (a feature test, a dead branch) is graded by what it does."""
+    code = BASE + textwrap.dedent('''
+        HAS_FLASH = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    ''')
+    report = grade(grader, tmp_path, "named", code)
+    assert report["score"] == 100.0 and report["diagnoses"] == []

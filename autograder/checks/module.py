@@ -208,13 +208,19 @@ def _dropout_acts_on_the_weights(p: Probe, gen) -> None:
                           "dropout(weights) @ V.")
 
 
+def forbidden_seen(observations: dict) -> list[str]:
+    """The forbidden built-ins the kernel watch saw called, and, where the code reaches for
+    the grader's instruments (so the watch may have been silenced), those its source names."""
+    source = observations.get("source")
+    named = {str(f) for f in source.forbidden} if source and source.tampering else set()
+    return sorted(set(observations.get("forbidden", ())) | named)
+
+
 @check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"],
        instruments=["forbidden"])
 def mha_own_parts(p: Probe) -> None:
     """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""
-    source = p.observations.get("source")
-    hits = sorted(set(p.observations.get("forbidden", set()))
-                  | {str(f) for f in (source.forbidden if source else ())})
+    hits = forbidden_seen(p.observations)
     if hits:
         raise CheckFailed("the submission uses built-in attention the assignment forbids ("
                           + ", ".join(hits) + "); build the module from your own projection, "

@@ -10,6 +10,7 @@ import torch
 
 from ..checks import evidence as ev
 from ..checks import evidence_device as evd
+from ..checks.module import forbidden_seen
 from . import diagnosis
 
 H = ev.HEADS_CONFIG.num_heads
@@ -121,9 +122,7 @@ def host_sync(p, results):
 
 @diagnosis("api.forbidden-sdpa")
 def forbidden_sdpa(p, results):
-    source = p.observations.get("source")
-    hits = sorted(set(p.observations.get("forbidden", ()))
-                  | {str(f) for f in (source.forbidden if source else ())})
+    hits = forbidden_seen(p.observations)
     if not hits:
         return None
     return ("the submission calls built-in attention the assignment forbids ("
