@@ -62,3 +62,25 @@ def test_dropout_on_the_weights_written_otherwise_passes(grader, tmp_path):
     report = grade(grader, tmp_path, DROPOUT_FUNCTIONAL)
     assert check(report, "MultiHeadAttention.dropout")["status"] == "passed"
     assert report["score"] == 100.0
+
+
+def test_the_reference_gets_the_full_total_whatever_check_is_disabled(tmp_path):
+    """A rubric that disables a check others require grades the dependents without that gate:
+    the reference still earns the rubric's whole total (each check disabled in turn)."""
+    from autograder import scoring
+    g = api.Grader(seed=3)
+    try:
+        names = [c.name for c in g.selected()]
+        for name in names:
+            text = scoring.DEFAULT_RUBRIC.read_text().replace("checks = []", f"checks = [{name!r}]")
+            path = tmp_path / "rubric.toml"
+            path.write_text(text)
+            g.rubric = scoring.load_rubric(path, known=set(g.checks))
+            report = g.grade(api.PROJECT / "solutions" / "mha.py")
+            assert name not in {r.name for r in report.results}
+            assert report.score == report.max_score, (name, [
+                (r.name, r.feedback[:120]) for r in report.results if r.score < r.max_score])
+            total = sum(g.rubric.points.values())      # the disabled check counts 0
+            assert report.max_score == round(total, 2), (name, report.max_score, total)
+    finally:
+        g.close()
