@@ -141,9 +141,16 @@ def course(tmp_path_factory):
                                 str(course / "submitted" / s / "mha" / "mha.ipynb"), "--format", "json",
                                 "--seed", SEED, "--output", str(tmp / f"{s}.json")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in STUDENTS}
-    # What the kernel alone would give the tamperer: nbgrader's own pipeline, our plugin off.
-    run(["nbgrader", "autograde", "mha", "--student", "tamper", "--TrustedGrades.enabled=False"], course)
-    untrusted = cell_scores(course)["tamper"]
+    # What the kernel alone would give the tamperer: nbgrader's own pipeline (Execute), in a
+    # copy of the course whose config keeps nbgrader's default autograde preprocessors.
+    plain = tmp / "plain"
+    shutil.copytree(course, plain)
+    config = (plain / "nbgrader_config.py").read_text()
+    line = "c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()\n"
+    assert line in config
+    (plain / "nbgrader_config.py").write_text(config.replace(line, ""))
+    run(["nbgrader", "autograde", "mha", "--student", "tamper"], plain)
+    untrusted = cell_scores(plain)["tamper"]
     run(["nbgrader", "autograde", "mha", "--force"], course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "mha") as gb:
         for g in gb.find_submission_notebook("mha", "mha", "correct").grades:
