@@ -312,11 +312,15 @@ def feedback(attacked, student: str) -> str:
 
 @pytest.mark.slow
 def test_nothing_the_submissions_did_changed_a_file_or_a_score(attacked):
-    """Do the planting cells leave the copy's grader unchanged (bytecode caches included), no
+    """Do the planting cells leave the copy's grader unchanged (no bytecode but Python's own), no
     .pth anywhere, the gradebook unmarked, and every stub-based attacker at 0 while the
     correct student keeps full marks?"""
-    assert attacked["after"] == attacked["before"]
-    assert not [p for p in attacked["after"] if "__pycache__" in p]
+    before, after = attacked["before"], attacked["after"]
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    # Only bytecode Python itself wrote (the sandbox's interpreter caches its modules), each
+    # file its source's own compilation.
+    assert all("__pycache__" in k for k in changed), changed
+    assert integrity.bytecode_findings(attacked["project"]) == []
     assert attacked["planted_pth"] == []
     assert "pwned" not in attacked["tables"]
     scores = attacked["scores"]
