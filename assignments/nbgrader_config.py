@@ -7,6 +7,7 @@ The source notebook ``source/mha/mha.ipynb`` is generated: edit ``solutions/mha.
 """
 import os
 import sys
+import warnings
 
 c = get_config()  # noqa: F821 -- nbgrader defines get_config when it loads this file
 
@@ -39,8 +40,15 @@ except ImportError:
 c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
 c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
 c.TrustedGrades.device = "auto"    # the GPU checks run where there is one
-# A test cell deleted from a submission comes back (and is scored), instead of scoring nothing.
+# The course's locked cells are put back in each submission. The hidden test cells are released
+# without their hidden tests, so nbgrader would warn "checksum has changed!" for each of them,
+# for every student (nbgrader #1961); QuietOverwriteCells says it in one line instead. A test
+# cell deleted from a submission comes back (and is scored), instead of scoring nothing.
+c.Autograde.sanitize_preprocessors = plugin.sanitize_preprocessors()
 c.OverwriteCells.add_missing_cells = True
+# nbgrader's gradebook code trips SQLAlchemy 2's "not in session" warnings on every autograde
+# (upstream; the grades are saved all the same, as tests/test_nbgrader.py checks).
+warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
 # Feedback: outputs only on the autograded cells (the autograder's feedback), the hidden
 # tests' source cut, nbgrader's markers in the student's text neutralised.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()

@@ -41,8 +41,8 @@ from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import (ClearHiddenTests, Execute, GetGrades, NbGraderPreprocessor,
-                                    SaveAutoGrades)
-from traitlets import Enum, Integer, Unicode
+                                    OverwriteCells, SaveAutoGrades)
+from traitlets import Enum, Integer, List, Unicode
 
 from . import integrity, parts
 from .writers import cells as cell_text
@@ -54,6 +54,13 @@ _LOADED: list = []
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 #: Put after a marker's first letter: the text reads the same, nbgrader no longer sees it.
 BREAK = "\u200b"
+#: A course cell of more lines than this, not graded (the test cells' helpers), is shown in
+#: the feedback as one line, so that the feedback opens with the student's work.
+FOLD_LINES = 30
+#: nbconvert configures this on every preprocessor of the feedback; declared here so that
+#: traitlets does not warn that ours (and ClearHiddenTests) ignore it.
+PRIORITY = ["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png",
+            "image/jpeg", "text/plain"]
 NOT_SCORED = ("not scored: the autograder (autograder.nbgrader_plugin.TrustedGrades) did not "
               "grade this notebook")
 
@@ -267,18 +274,78 @@ def write_outputs(nb, report, maxima: dict[str, float]) -> dict[str, float]:
     return scores
 
 
+class QuietOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells without its nine false alarms per student. A hidden test cell
+    is released with its hidden tests cut, so its checksum never matches the course's
+    (nbgrader #1961) and OverwriteCells warns "checksum has changed!" while putting the cell
+    back. A cell handed in exactly as released is put back with one line for the notebook;
+    any other change to a locked cell is still a warning."""
+
+    def preprocess(self, nb, resources):
+        self._restored = []
+        nb, resources = super().preprocess(nb, resources)
+        if self._restored:
+            self.log.info("%d hidden test cells put back from the course, as expected: they are "
+                          "released without their hidden tests (nbgrader #1961)",
+                          len(self._restored))
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._handed_in = cell.source
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and self._as_released(name):
+            self._restored.append(name)
+            return
+        super().report_change(name, attr, old, new)
+
+    def _as_released(self, grade_id: str) -> bool:
+        """Whether the handed-in source is the course's cell with its hidden tests cut."""
+        try:
+            source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
+                                                     self.assignment_id).source
+        except MissingEntry:
+            return False
+        released = nbformat.v4.new_code_cell(source)
+        if not ClearHiddenTests(enforce_metadata=False)._remove_hidden_test_region(released):
+            return False
+        return released.source == self._handed_in
+
+
 class GraderOutputsOnly(NbGraderPreprocessor):
     """Feedback: outputs only on our autograded cells (TrustedGrades wrote them), none on any
     other cell, whatever the autograded notebook holds; the markers in the student's text
-    neutralised, so ClearHiddenTests after it cuts only the course's hidden tests."""
+    neutralised, so ClearHiddenTests after it cuts only the course's hidden tests; the long
+    helper cell folded to one line."""
+
+    display_data_priority = List(PRIORITY).tag(config=True)
 
     def preprocess(self, nb, resources):
         for cell in nb.cells:
-            if cell.cell_type == "code" and not (
-                    is_course_cell(cell) and parts.cell_part(cell.metadata.nbgrader.grade_id)):
+            ours = is_course_cell(cell) and parts.cell_part(cell.metadata.nbgrader.grade_id)
+            if cell.cell_type == "code" and not ours:
                 cell.outputs, cell.execution_count = [], None
+            if (cell.cell_type == "code" and is_course_cell(cell) and not utils.is_grade(cell)
+                    and cell.source.count("\n") >= FOLD_LINES):
+                cell.source = (f"# {cell.metadata.nbgrader.grade_id}: the course's "
+                               f"{cell.source.count(chr(10)) + 1} lines, as released (not shown)")
         neutralise_student_text(nb)
         return nb, resources
+
+
+class FeedbackClearHiddenTests(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests, quiet about nbconvert's display_data_priority setting."""
+
+    display_data_priority = List(PRIORITY).tag(config=True)
+
+
+def sanitize_preprocessors() -> list:
+    """nbgrader's sanitize preprocessors with QuietOverwriteCells for OverwriteCells."""
+    from nbgrader.converters import Autograde
+    default = list(Autograde.class_traits()["sanitize_preprocessors"].default())
+    default[default.index(OverwriteCells)] = QuietOverwriteCells
+    return default
 
 
 def autograde_preprocessors() -> list:
@@ -297,4 +364,4 @@ def feedback_preprocessors() -> list:
     from nbgrader.converters import GenerateFeedback
     default = list(GenerateFeedback.class_traits()["preprocessors"].default())
     at = default.index(GetGrades) + 1
-    return default[:at] + [GraderOutputsOnly, ClearHiddenTests] + default[at:]
+    return default[:at] + [GraderOutputsOnly, FeedbackClearHiddenTests] + default[at:]
