@@ -50,5 +50,7 @@ c.OverwriteCells.add_missing_cells = True
 # (upstream; the grades are saved all the same, as tests/test_nbgrader.py checks).
 warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
 # Feedback: outputs only on the autograded cells (the autograder's feedback), the hidden
-# tests' source cut, nbgrader's markers in the student's text neutralised.
+# tests' source cut, nbgrader's markers in the student's text neutralised, the helper cell
+# folded to one line.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()
+plugin.feedback_template(c)        # nbgrader's page, each autograded cell named in its contents

@@ -326,12 +326,34 @@ class GraderOutputsOnly(NbGraderPreprocessor):
             ours = is_course_cell(cell) and parts.cell_part(cell.metadata.nbgrader.grade_id)
             if cell.cell_type == "code" and not ours:
                 cell.outputs, cell.execution_count = [], None
+            if ours:
+                cell.metadata["autograder_label"] = cell_label(*ours)
             if (cell.cell_type == "code" and is_course_cell(cell) and not utils.is_grade(cell)
                     and cell.source.count("\n") >= FOLD_LINES):
                 cell.source = (f"# {cell.metadata.nbgrader.grade_id}: the course's "
                                f"{cell.source.count(chr(10)) + 1} lines, as released (not shown)")
         neutralise_student_text(nb)
         return nb, resources
+
+
+def cell_label(part: str, public: bool) -> str:
+    """The name of one of our cells in the feedback's contents."""
+    if part == parts.CONVENTIONS:
+        return "Hidden tests: the conventions"
+    return f"{'Public' if public else 'Hidden'} tests: {part}"
+
+
+#: The feedback page: nbgrader's, with our cells named in its contents (templates/).
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def feedback_template(c) -> None:
+    """Point nbgrader's feedback at the course's page (autograder/templates/mha_feedback)."""
+    import nbgrader
+    upstream = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    c.HTMLExporter.template_name = "mha_feedback"
+    c.HTMLExporter.template_file = "mha_index.html.j2"
+    c.HTMLExporter.extra_template_basedirs = [str(upstream), str(TEMPLATES)]
 
 
 class FeedbackClearHiddenTests(ClearHiddenTests):
