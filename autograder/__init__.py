@@ -1,8 +1,9 @@
 """The autograder. Its modules and the reference (``solutions``) are always loaded from their
 sources, never from ``__pycache__``: bytecode planted there (a ``.pyc`` with a forged header)
-cannot stand in for the grader. Compiling the whole grader costs about 0.05 s; nothing is
-written. Only this file is read as Python reads any package (``autograder.integrity`` checks
-every ``.pyc`` of the grader, this one's included, before grading)."""
+cannot stand in for the grader. Compiling the whole grader costs about 0.2 s of one core;
+nothing is written. Only this file is read as Python reads any package
+(``autograder.integrity`` checks every ``.pyc`` of the grader, this one's included, before
+grading)."""
 import importlib.machinery as _machinery
 import sys as _sys
 from pathlib import Path as _Path
@@ -35,8 +36,8 @@ class _GraderFinder:
             return spec if fullname.split(".")[0] == "solutions" else None
         if type(spec.loader) is not _machinery.SourceFileLoader:
             raise ImportError(f"{spec.origin} is not a source file: the grader loads its "
-                              "modules from source only (planted code? see autograder/integrity.py)",
-                              name=fullname)
+                              "modules from source only (planted code? see "
+                              "autograder/integrity.py)", name=fullname)
         spec.loader = _SourceOnly(fullname, spec.origin)
         spec.cached = None
         return spec

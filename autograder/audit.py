@@ -171,8 +171,9 @@ def describe(audit: Audit) -> str:
             lines.append(f"      {c['cell']}: gradebook {was}"
                          f"{' (manual)' if c['manual'] else ''}, re-graded {c['regraded']:g}")
     if audit.bytecode:
+        named = ", ".join(f.path for f in audit.bytecode[:5])
         lines.append(f"  {len(audit.bytecode)} stale or orphaned .pyc file(s) in the grader, never "
-                     "loaded (its modules load from source): " + ", ".join(f.path for f in audit.bytecode[:5])
+                     f"loaded (out of date, or without a source): {named}"
                      + (" …" if len(audit.bytecode) > 5 else ""))
     for who, why in audit.failures:
         lines.append(f"  not re-graded: {who}: {why}")

@@ -1,4 +1,5 @@
-"""nbgrader sealed: attacks on the grader through nbgrader, end to end, and the pieces that stop them.
+"""nbgrader sealed: attacks on the grader through nbgrader, end to end, and the pieces that
+stop them.
 
 The end-to-end part works on a throwaway copy of the project (``autograder/``, ``solutions/``,
 the course) in tmp: one course, several students whose notebooks carry attacks, autograded
@@ -307,7 +308,8 @@ def autograded_total(scores: dict[str, float]) -> float:
 
 
 def feedback(attacked, student: str) -> str:
-    return html.unescape((attacked["course"] / "feedback" / student / "mha" / "mha.html").read_text())
+    page = attacked["course"] / "feedback" / student / "mha" / "mha.html"
+    return html.unescape(page.read_text())
 
 
 @pytest.mark.slow
@@ -357,7 +359,8 @@ def test_the_planting_cell_is_real_and_the_grader_refuses_what_it_planted(attack
     runner = plain / "autograder" / "__pycache__" / f"runner.{sys.implementation.cache_tag}.pyc"
     reference = plain / "solutions" / "__pycache__" / f"mha.{sys.implementation.cache_tag}.pyc"
     assert runner.is_file() and reference.is_file()
-    spec = importlib.util.spec_from_file_location("planted_runner", plain / "autograder" / "runner.py")
+    spec = importlib.util.spec_from_file_location("planted_runner",
+                                                  plain / "autograder" / "runner.py")
     code = spec.loader.get_code("planted_runner")            # what a plain import would run
     assert "PLANTED" in code.co_names
     verdicts = {f.path: f.verdict for f in integrity.bytecode_findings(plain)}
@@ -408,7 +411,8 @@ def integrity_break() -> str:
 
 # ---- the pieces, without nbgrader's commands ----------------------------------------------
 
-def _pyc(source: Path, code_text: str, *, hash_based=False, checked=False, wrong_hash=False) -> Path:
+def _pyc(source: Path, code_text: str, *, hash_based=False, checked=False,
+         wrong_hash=False) -> Path:
     """A .pyc for source holding code_text: a timestamp one with the source's own header, or
     a hash-based one (checked or not, with the source's hash or a wrong one)."""
     raw = source.read_bytes()
