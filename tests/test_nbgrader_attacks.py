@@ -564,3 +564,13 @@ def test_a_pipeline_that_still_runs_the_notebook_is_refused():
         TrustedGrades._refuse_unsealed(unsealed)
     TrustedGrades._refuse_unsealed(SimpleNamespace(parent=SimpleNamespace(
         _preprocessors=[SealedNotebook()])))
+
+
+def test_audit_lists_stale_bytecode_in_its_report():
+    """Does audit's report name the stale .pyc files it found (never loaded, but there)?"""
+    from autograder.audit import Audit, describe
+    found = integrity.Finding("autograder/__pycache__/runner.cpython-311.pyc", integrity.STALE,
+                              "out of date")
+    audit = Audit("course", 0, "autograder/rubric.toml", bytecode=[found])
+    assert "1 stale or orphaned .pyc" in describe(audit) and found.path in describe(audit)
+    assert audit.to_dict()["bytecode"] == [found.to_dict()]
