@@ -7,6 +7,11 @@ autograded cells exactly as ``TrustedGrades`` does (``autograder.parts``), with 
 rubric and device of the course's ``nbgrader_config.py``. A cell differs when its gradebook
 score (a grader's manual score if there is one, else the autograder's) is more than half a
 cent away. Nothing here writes to the gradebook.
+
+Before re-grading, the whole grader is imported and its bytecode checked
+(``autograder.integrity``): planted bytecode (a ``.pyc`` Python would run in place of its
+source, or a code file with no source) stops the audit with the files named; stale and
+orphaned ``.pyc`` files (never loaded) are listed in the result.
 """
 from __future__ import annotations
 
@@ -18,8 +23,9 @@ import nbformat
 from nbgrader.api import Gradebook
 from traitlets.config.loader import PyFileConfigLoader
 
-from . import parts
-from .nbgrader_plugin import TrustedGrades, grade_notebook, hideable, shared_grader
+from . import integrity, parts
+from .nbgrader_plugin import (TrustedGrades, grade_notebook, hideable, load_whole_grader,
+                              shared_grader)
 from .sandbox.host import GraderError
 
 TOLERANCE = 0.005
@@ -37,11 +43,13 @@ class Audit:
     submissions: list = field(default_factory=list)   #: one dict per student and notebook
     differences: list = field(default_factory=list)   #: the submissions that differ, with cells
     failures: list = field(default_factory=list)      #: (who, why): not re-graded
+    bytecode: list = field(default_factory=list)      #: integrity.Finding: stale, orphaned
 
     def to_dict(self) -> dict:
         return {"course": self.course, "seed": self.seed, "rubric": self.rubric,
                 "submissions": self.submissions, "differences": self.differences,
-                "failures": [{"submission": who, "error": why} for who, why in self.failures]}
+                "failures": [{"submission": who, "error": why} for who, why in self.failures],
+                "bytecode": [f.to_dict() for f in self.bytecode]}
 
 
 def settings(course: Path) -> dict:
@@ -67,6 +75,9 @@ def run(course, *, seed=None, rubric=None, device=None, assignment=None) -> Audi
         raise AuditError(f"{course} has no gradebook ({chosen['db_url']}): run nbgrader "
                          "generate_assignment and autograde first")
     audit = Audit(str(course), chosen["seed"], chosen["rubric"] or "autograder/rubric.toml")
+    load_whole_grader()
+    integrity.refuse_planted()
+    audit.bytecode = integrity.bytecode_findings()
     grader = shared_grader(chosen["seed"], chosen["rubric"], chosen["device"],
                            hide=hideable([course]))
     with Gradebook(chosen["db_url"], chosen["course_id"]) as gb:
@@ -159,6 +170,11 @@ def describe(audit: Audit) -> str:
             was = "missing" if c["gradebook"] is None else f"{c['gradebook']:g}"
             lines.append(f"      {c['cell']}: gradebook {was}"
                          f"{' (manual)' if c['manual'] else ''}, re-graded {c['regraded']:g}")
+    if audit.bytecode:
+        named = ", ".join(f.path for f in audit.bytecode[:5])
+        lines.append(f"  {len(audit.bytecode)} stale or orphaned .pyc file(s) in the grader, never "
+                     f"loaded (out of date, or without a source): {named}"
+                     + (" …" if len(audit.bytecode) > 5 else ""))
     for who, why in audit.failures:
         lines.append(f"  not re-graded: {who}: {why}")
     return "\n".join(lines) + "\n"
