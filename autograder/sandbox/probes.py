@@ -120,6 +120,47 @@ def call(api, fn: str, args: list, kwargs: dict | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
+# Error carried forward: a part answered by the grader
+
+#: The parts a module (or another part) is built from, which the grader may answer instead.
+CARRYABLE = ("project", "project_heads", "split_heads", "concat_heads", "masked_softmax",
+             "attention_pool")
+_SLOT = "<tensor>"
+ASK_LIMIT = 512          #: questions one probe may ask the grader
+
+
+def carried(fn: str, ask):
+    """``fn`` answered by the grader: ``ask({"fn", "mode": "value"|"vjp", "args", "grads"})``
+    sends the student's own arguments over the channel and returns the grader's answer (the
+    reference's value, or its vector-Jacobian product in backward). No reference code is
+    here: only its answers to the calls the student's code makes."""
+    class Part(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, layout, *tensors):
+            ctx.layout = layout
+            ctx.save_for_backward(*tensors)
+            return ask({"fn": fn, "mode": "value", "args": _rebuild(layout, tensors)})
+
+        @staticmethod
+        def backward(ctx, *grads):
+            back = ask({"fn": fn, "mode": "vjp", "args": _rebuild(ctx.layout, ctx.saved_tensors),
+                        "grads": list(grads)})
+            return (None, *back)
+
+    def part(*args, valid_lens=None):
+        args = list(args) + ([valid_lens] if valid_lens is not None else [])
+        layout = tuple(_SLOT if _type(a) is _Tensor else a for a in args)
+        return Part.apply(layout, *(a for a in args if _type(a) is _Tensor))
+    part.__name__ = fn
+    return part
+
+
+def _rebuild(layout, tensors) -> list:
+    tensors = iter(tensors)
+    return [next(tensors).detach() if a == _SLOT else a for a in layout]
+
+
+# ----------------------------------------------------------------------------------------
 # The module
 
 
