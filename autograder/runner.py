@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from pathlib import Path
 
 from .compare import CheckFailed, SkipCheck
 from .model import Check, CheckResult, Status
@@ -23,6 +24,7 @@ from .sandbox.host import GraderError, StudentError, sanitize
 
 FEEDBACK_LIMIT = 1500
 LOG = logging.getLogger("autograder")
+PROJECT = Path(__file__).resolve().parent.parent
 
 
 def run_check(check: Check, probe, points: float, passed: set[str], has_cuda: bool) -> CheckResult:
@@ -58,15 +60,19 @@ def run_check(check: Check, probe, points: float, passed: set[str], has_cuda: bo
     return result(Status.PASSED)
 
 
-def grader_fault(probe, where: str, error: Exception) -> str:
+def grader_fault(probe, where: str, error: Exception,
+                 outcome: str = "the check was given no points") -> str:
     """Record for the instructor that judging ``where`` raised ``error``; returns the note."""
     frames = traceback.extract_tb(error.__traceback__)
-    ours = [f for f in frames if "autograder" in f.filename.replace("\\", "/")] or frames
-    at = f" at {ours[-1].filename.rsplit('autograder', 1)[-1].lstrip('/')}:{ours[-1].lineno}" \
-        if ours else ""
+    ours = [f for f in frames if f.filename.startswith(str(PROJECT) + "/")] or frames
+    at = ""
+    if ours:
+        place = ours[-1].filename
+        place = place[len(str(PROJECT)) + 1:] if place.startswith(str(PROJECT) + "/") else place
+        at = f" at {place}:{ours[-1].lineno}"
     note = sanitize(f"for the instructor: the grader could not judge {where}: "
                     f"{type(error).__name__}: {error}{at} (a bug of the grader provoked by "
-                    "this submission's data; the check was given no points)", 600)
+                    f"this submission's data; {outcome})", 600)
     faults = getattr(probe, "observations", {}).setdefault("grader_faults", [])
     if note not in faults:
         faults.append(note)

@@ -29,7 +29,7 @@ def diagnose(probe, results) -> list[Diagnosis]:
         except StudentError:
             message = None
         except Exception as e:   # noqa: BLE001 — judging the submission's data never crashes
-            message = grader_fault(probe, f"diagnosis {code}", e) and None
+            message = grader_fault(probe, f"diagnosis {code}", e, "it was not made") and None
         if message:
             found.append(Diagnosis(code, message))
     return found
