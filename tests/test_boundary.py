@@ -376,3 +376,29 @@ def test_a_batch_grades_a_deep_notebook_a_c02_and_a_correct_student(tmp_path, re
     capsys.readouterr()
     assert main(["batch", str(folder), "--output", str(out)]) == 0
     assert "0 graded now, 3 already graded" in capsys.readouterr().err
+
+
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_batch(tmp_path):
+    """A student's file named with bytes that are not UTF-8: graded, and grades.csv written."""
+    import os
+
+    from autograder import batch
+
+    class Recorder:
+        def __init__(self, options):
+            pass
+
+        def run(self, tasks):
+            for t in tasks:
+                yield t, {"report": {"score": 0.0, "max_score": 100.0, "checks": [],
+                                     "diagnoses": [], "notes": []}}
+
+        def close(self):
+            pass
+    folder = tmp_path / "class"
+    folder.mkdir()
+    Path(os.fsdecode(bytes(folder) + b"/\xffodd.py")).write_text(C02)
+    summary = batch.run(folder, tmp_path / "out", seed=3, executor=Recorder)
+    assert summary.graded == 1 and not summary.failures
+    rows = (tmp_path / "out" / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[1].startswith("\ufffdodd,") and ",graded," in rows[1]
