@@ -12,6 +12,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -270,8 +271,16 @@ def test_nesting_within_the_limit_is_read(tmp_path):
 
 def test_json_depth_skips_strings():
     assert submission.json_depth(b'{"a": "[[[[{{", "b": [1, "\\"]]]["]}', 200) == 2
+    assert submission.json_depth(b'["\\\\", ["\\\\\\"["]]', 200) == 2
     assert submission.json_depth(b"[" * 300, 200) == 300
     assert submission.json_depth(b"", 200) == 0
+
+
+def test_json_depth_is_linear_on_escaped_quotes():
+    """An unterminated string of escaped quotes made a backtracking scan quadratic."""
+    started = time.monotonic()
+    assert submission.json_depth(b'"' + b'\\"' * (4 << 20), 200) == 0
+    assert time.monotonic() - started < 10
 
 
 def test_any_error_while_reading_is_the_students_problem(tmp_path, monkeypatch):
