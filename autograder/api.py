@@ -90,7 +90,8 @@ class Grader:
         results, notes = scoring.score(results, self.rubric, forbidden=forbidden,
                                        untrusted=untrusted,
                                        tampering="; ".join(map(str, facts.tampering[:3])))
-        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes
+        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes + \
+            probe.observations.get("grader_faults", [])      # runner.grader_fault
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:

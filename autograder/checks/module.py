@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..compare import CheckFailed, expect_close
+from ..compare import CheckFailed, expect_close, expect_shape
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 from .functions import F64
@@ -176,7 +176,10 @@ def mha_dropout(p: Probe) -> None:
     train = [dict(inputs(gen, c), train=True, seed=1)]
     student, _ = run_both(p, c, train, dropout=0.5)
     _, eval_ref = run_both(p, c, [dict(train[0], train=False)], dropout=0.5)
-    if torch.allclose(student["runs"][0]["out"], eval_ref["runs"][0]["out"], rtol=0, atol=1e-12):
+    trained, eval_out = student["runs"][0]["out"], eval_ref["runs"][0]["out"]
+    expect_shape(trained, expected=tuple(eval_out.shape),
+                 what=f"{c.describe()} with dropout=0.5 in training mode: forward")
+    if torch.allclose(trained.double(), eval_out.double(), rtol=0, atol=1e-12):
         raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode gave the eval-mode "
                           "output: dropout on the attention weights never acts")
     _dropout_acts_on_the_weights(p, gen)
