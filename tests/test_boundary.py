@@ -59,7 +59,7 @@ def meta(*shape):
 # Forms: what a probe's answer may hold (no sandbox)
 
 def call(fn, value):
-    return results.check("call", {"fn": fn, "args": [1, 2, 3]}, {"value": value, "mutated": []})
+    return results.check("call", {"fn": fn, "args": [1, 2, 3]}, {"value": value, "after": [None, None, None]})
 
 
 def test_a_tensor_among_sizes_is_the_submissions_answer_not_a_crash():

@@ -18,16 +18,16 @@ def _call(api, fn, args, kwargs=None):
     args = [x["noncontig"] if type(x) is dict else x for x in args]
     _turn["n"] += 1
     if fn == "head_weight_shape":
-        return {"value": (args[0], torch.tensor([1.0, 2.0])), "mutated": []}
+        return {"value": (args[0], torch.tensor([1.0, 2.0])), "after": [None] * len(args)}
     shape = tuple(args[0].shape) if hasattr(args[0], "shape") else (1,)
     if fn == "attention_pool":
         return {"value": (_meta(*shape), torch.zeros(shape, dtype=torch.complex128)),
-                "mutated": []}
+                "after": [None] * len(args)}
     if fn == "project_heads" and shape == (2, 5, 8):          # one case: one lost worker
-        return {"value": "__huge_meta__", "mutated": []}       # written by _forged below
+        return {"value": "__huge_meta__", "after": [None] * len(args)}   # see _forged
     if _turn["n"] % 2:
-        return {"value": torch.zeros(shape, dtype=torch.complex128), "mutated": []}
-    return {"value": _meta(*shape), "mutated": [0]}
+        return {"value": torch.zeros(shape, dtype=torch.complex128), "after": [None] * len(args)}
+    return {"value": _meta(*shape), "after": [None] * len(args)}
 
 
 def _trace(api, spec):
