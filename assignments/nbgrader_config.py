@@ -38,7 +38,20 @@ except ImportError:
 c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
 c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
 c.TrustedGrades.device = "auto"    # the GPU checks run where there is one
+# Per-student variants (autograder/variants.py): each student's numbers (worked examples,
+# numeric questions) and hidden inputs derive from their id and this secret, so answers do
+# not travel; autograde grades each student against their own (their seed replaces `seed`).
+# The secret is the course's: put it here in the course's copy of this file (which nbgrader
+# never releases; keep it out of anything students can read) or in $MHA_VARIANT_SECRET.
+# Empty: variants are off, every student gets the numbers of the generic release.
+# Give each student their own notebook: python -m autograder variant STUDENT --output DIR
+# --course-config nbgrader_config.py (it writes what generate_assignment releases, with
+# that student's numbers).
+c.TrustedGrades.variant_secret = os.environ.get("MHA_VARIANT_SECRET", "")
 # A test cell deleted from a submission comes back (and is scored), instead of scoring nothing.
 c.OverwriteCells.add_missing_cells = True
+# Manual grading: each written question is a "manually graded task" whose model answer and
+# rubric sit in a mark scheme region: cut from the release, back in the autograded notebook
+# (for the graders, in formgrader), so the feedback shows the student how they were marked.
 # Feedback: the cells' outputs are the autograder's feedback; the hidden tests' source is cut.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()

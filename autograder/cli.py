@@ -25,12 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", help="write the report to this file instead of stdout")
     _common(g)
     g.add_argument("--public-only", action="store_true", help="run only the checks students may see")
+    _student(g)
     b = sub.add_parser("batch", help="grade every submission below DIR")
     b.add_argument("dir")
     b.add_argument("--output", required=True, help="folder for one result per submission")
     _common(b)
     b.add_argument("--workers", type=int, help="submissions graded at once (default: the cores)")
     b.add_argument("--assignment", help="in an nbgrader submitted/ tree, grade only this one")
+    _student(b, one=False)
     b.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where to grade: here (default) or on a Dask distributed cluster")
     b.add_argument("--scheduler", help="with --executor dask: the scheduler's address "
@@ -64,7 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--output", required=True, help="gradescope: the zip to write; classroom: "
                    "a new folder for the template")
     k.add_argument("--rubric", help="a rubric TOML file (default: autograder/rubric.toml)")
+    v = sub.add_parser("variant", help="write a student's released notebook: their own numbers")
+    v.add_argument("student", help="the student's id (as nbgrader knows it)")
+    v.add_argument("--output", required=True, help="folder to write mha.ipynb into")
+    _student(v, one=False)
     return parser
+
+
+def _student(p, one: bool = True) -> None:
+    """Per-student variants (autograder.variants): whose numbers, and the course's secret."""
+    if one:
+        p.add_argument("--student", help="grade against this student's variant (their numbers "
+                       "and hidden inputs); needs the course's secret")
+    p.add_argument("--course-config", help="the course's nbgrader_config.py, for its "
+                   "TrustedGrades.variant_secret (default: $MHA_VARIANT_SECRET)")
 
 
 def _common(p) -> None:
