@@ -25,11 +25,11 @@ ENV = "MHA_VARIANT_SECRET"      #: the environment variable that may hold the co
 #: The sizes each variant picks from (each list holds only sizes that fit its question).
 EXAMPLE_SIZES = [(d, m) for d in (256, 384, 512, 640, 768, 1024) for m in (4, 8, 16) if d % m == 0]
 EXAMPLE_TOKENS = (10, 12, 16, 20, 24, 32, 48, 64)
-KEY_SIZES = [(d, dt, m) for d in (48, 60, 72, 84, 96, 120, 144, 180, 192, 240)
+KEY_SIZES = [(d, dt, m) for d in range(48, 481, 12)
              for dt in (d // 2, d, 2 * d) for m in (2, 3, 4, 5, 6, 8, 10, 12)
              if dt % m == 0 and dt // m not in (d, dt) and dt // m >= 4]
-PARAM_SIZES = [(d, m) for d in (64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768)
-               for m in (2, 4, 6, 8, 12, 16) if d % m == 0 and d // m >= 8]
+PARAM_SIZES = [(d, m) for d in range(48, 1025, 16) for m in (2, 4, 6, 8, 12, 16)
+               if d % m == 0 and d // m >= 8]
 
 
 @dataclass(frozen=True)
