@@ -60,8 +60,8 @@ def block_diagram() -> str:
         _box(ax, 5.5, y, 1.55, 0.8, "attention pooling f\nsoftmax(QKᵀ/√p) V",
              colour="#ffffff", edge=colour, size=8.5)
         _arrow(ax, (6.28, y), (6.75, 2.3 + (y - 2.3) * 0.25), colour=colour)
-        ax.text(6.3, y + 0.5, f"h{ {'1': '₁', '2': '₂'}.get(j, '_M') } (n × p)", fontsize=8,
-                color=colour, ha="left")
+        ax.text(6.28, y + 0.44, f"output h{ {'1': '₁', '2': '₂'}.get(j, '_M') } (n × p)",
+                fontsize=8, color=colour, ha="right", va="bottom")
     ax.text(3.35, 1.72, "⋮", fontsize=16, ha="center", va="center", color="#4a5a70")
     ax.text(5.5, 1.72, "⋮", fontsize=16, ha="center", va="center", color="#4a5a70")
     _box(ax, 7.35, 2.3, 1.15, 0.9, "concat\n[h₁ | … | h_M]\n(n × M·p)", colour="#eef2f8", size=8.5)
@@ -184,7 +184,7 @@ def show_heads(MultiHeadAttention, d_model=16, num_heads=4, n=8, seed=0):
         from IPython.display import Image, display
         if get_ipython() is not None:
             buffer = _io.BytesIO()
-            fig.savefig(buffer, format="png", dpi=100)
+            fig.savefig(buffer, format="png", dpi=80)
             display(Image(data=buffer.getvalue(), format="png"))
     except ImportError:
         pass

@@ -65,6 +65,14 @@ def test_check_names_the_stale_file_and_the_fix(tmp_path, capsys):
     """Does --check exit 1 naming a stale or missing file and the command that regenerates it?"""
     assert build.main([], root=tmp_path) == 0
     assert build.main(["--check"], root=tmp_path) == 0
+    # a picture drawn by another matplotlib is not stale; a picture gone is
+    nb = nbformat.read(tmp_path / build.NOTEBOOK, as_version=4)
+    nb.cells[0].attachments["block_diagram.svg"]["image/svg+xml"] = base64.b64encode(b"<svg/>").decode()
+    nbformat.write(nb, tmp_path / build.NOTEBOOK)
+    assert build.main(["--check"], root=tmp_path) == 0
+    del nb.cells[0]["attachments"]
+    nbformat.write(nb, tmp_path / build.NOTEBOOK)
+    assert build.main(["--check"], root=tmp_path) == 1
     (tmp_path / build.STUB).write_text("# edited by hand\n")
     (tmp_path / build.NOTEBOOK).unlink()
     capsys.readouterr()
@@ -322,6 +330,30 @@ def test_notebook_shows_its_figures(notebook):
     assert nbgrader_meta(helper)["locked"] and not nbgrader_meta(helper)["grade"]
     call = cells["show_heads"].source
     assert 'if __name__ == "__main__":' in call and "show_heads(MultiHeadAttention" in call
+
+
+def test_show_heads_draws_distinct_heads_above_identical_shared_ones(capsys):
+    """Does the notebook's helper draw 2 × M maps of the student's module: the top row (its
+    own heads) different from one another, the bottom row (one shared set) identical; and
+    for an unfinished module print why and draw nothing?"""
+    pytest.importorskip("matplotlib")
+    from assignments import figures
+    fig = figures.show_heads(reference.MultiHeadAttention, d_model=16, num_heads=4, n=6)
+    maps = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()]
+    assert len(maps) == 8
+    own, shared = maps[:4], maps[4:]
+    assert all(abs(own[j] - own[0]).max() > 1e-3 for j in range(1, 4))
+    assert all(abs(shared[j] - shared[0]).max() < 1e-12 for j in range(1, 4))
+    assert abs(shared[0] - own[0]).max() < 1e-12                      # head 0 keeps its weights
+    assert figures.show_heads(stub_class()) is None
+    assert "cannot be drawn yet: NotImplementedError" in capsys.readouterr().out
+
+
+def stub_class():
+    spec = importlib.util.spec_from_file_location("assignments_stub_mha2", ROOT / build.STUB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MultiHeadAttention
 
 
 def test_nbgrader_releases_stubs_that_fail_readably(notebook):

@@ -191,7 +191,8 @@ def test_nbgrader_grades_each_student_against_their_own_variant(tmp_path, rubric
          f"--TrustedGrades.rubric={rubric}"], course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "mha") as gb:
         scores = {s: gb.find_grade("hidden_questions", "mha", "mha", s).score for s in ("alice", "bob")}
-        tasks = {t.name: t.source for t in gb.find_notebook("mha", "mha").task_cells}
+        tasks = {t.name: gb.find_source_cell(t.name, "mha", "mha").source
+                 for t in gb.find_notebook("mha", "mha").task_cells}
     assert scores == {"alice": 4.0, "bob": 0.0}
     autograded = nbformat.read(course / "autograded" / "alice" / "mha" / "mha.ipynb", as_version=4)
     restored = {c.id: c.source for c in autograded.cells if c.metadata.get("nbgrader", {}).get("task")}
