@@ -75,6 +75,8 @@ def variant(args) -> int:
     except ImportError as e:
         raise UsageError(f"variant needs nbgrader and matplotlib (pip install nbgrader "
                          f"matplotlib): {e}") from None
+    except build.BuildError as e:
+        raise UsageError(str(e)) from None
     import nbformat
     path = Path(args.output) / build.narrative.NOTEBOOK_NAME
     write_atomic(str(path), nbformat.writes(nb) + "\n")
