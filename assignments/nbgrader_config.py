@@ -55,3 +55,6 @@ c.OverwriteCells.add_missing_cells = True
 # (for the graders, in formgrader), so the feedback shows the student how they were marked.
 # Feedback: the cells' outputs are the autograder's feedback; the hidden tests' source is cut.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()
+# To keep the model answers and rubrics out of the students' feedback as well, add:
+#   from nbgrader.preprocessors import ClearMarkScheme
+#   c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors() + [ClearMarkScheme]

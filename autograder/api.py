@@ -93,7 +93,8 @@ class Grader:
             notes.insert(0, "the submission defines none of the API names ("
                          + ", ".join(submission.API) + "), so every check errs")
         if variant.seed is not None:
-            notes.append(f"graded against the variant of student {variant.student}")
+            notes.append(f"graded against the variant of student {variant.student}: its numbers "
+                         f"and its seed (regrade with --student {variant.student})")
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
 
     def _sandbox(self, sub) -> Sandbox | None:
