@@ -40,6 +40,16 @@ except ImportError:
 c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
 c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
 c.TrustedGrades.device = "auto"    # the GPU checks run where there is one
+# Per-student variants (autograder/variants.py): each student's numbers (worked examples,
+# numeric questions) and hidden inputs derive from their id and this secret, so answers do
+# not travel; autograde grades each student against their own (their seed replaces `seed`).
+# The secret is the course's: put it here in the course's copy of this file (which nbgrader
+# never releases; keep it out of anything students can read) or in $MHA_VARIANT_SECRET.
+# Empty: variants are off, every student gets the numbers of the generic release.
+# Give each student their own notebook: python -m autograder variant STUDENT --output DIR
+# --course-config nbgrader_config.py (it writes what generate_assignment releases, with
+# that student's numbers).
+c.TrustedGrades.variant_secret = os.environ.get("MHA_VARIANT_SECRET", "")
 # The course's locked cells are put back in each submission. The hidden test cells are released
 # without their hidden tests, so nbgrader would warn "checksum has changed!" for each of them,
 # for every student (nbgrader #1961); QuietOverwriteCells says it in one line instead. A test
@@ -54,3 +64,9 @@ warnings.filterwarnings("ignore", message="Object of type <Submitted", module="n
 # folded to one line.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()
 plugin.feedback_template(c)        # nbgrader's page, each autograded cell named in its contents
+# Manual grading: each written question is a "manually graded task" whose model answer and
+# rubric sit in a mark scheme region: cut from the release, back in the autograded notebook
+# (for the graders, in formgrader), so the feedback shows the student how they were marked.
+# To keep the model answers and rubrics out of the students' feedback as well, add:
+#   from nbgrader.preprocessors import ClearMarkScheme
+#   c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors() + [ClearMarkScheme]

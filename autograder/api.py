@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from . import checks as registry
-from . import diagnoses, integrity, scoring, source_facts, submission
-from .errors import UsageError
+from . import diagnoses, integrity, scoring, source_facts, submission, variants
 from .checks.module import forbidden_seen
+from .errors import UsageError
 from .model import Report
 from .runner import run_check
 from .sandbox import probes
@@ -66,17 +66,25 @@ class Grader:
         return [c for c in self.checks.values() if self.rubric.enabled(c.name)
                 and not (self.public_only and c.hidden)]
 
-    def grade(self, path) -> Report:
+    def grade(self, path, variant: variants.Variant | None = None) -> Report:
+        """Grade one submission; ``variant``: the student's own numbers and seed (default:
+        ``variants.DEFAULT`` and this Grader's seed)."""
         sub = submission.load(path)
+        variant = variant or variants.DEFAULT
+        seed = self.seed if variant.seed is None else variant.seed
         facts = source_facts.read(sub.source, self._trusted_cells()) if not sub.problem \
             else source_facts.SourceFacts()
         sandbox = self._sandbox(sub)
         try:
-            probe = self._probe(sub, sandbox)
+            probe = self._probe(sub, sandbox, seed, variant)
             probe.observations["source"] = facts
             # a check the rubric disables (or --public-only leaves out) holds back nothing
             results, passed = [], {c for c in self.checks} - {c.name for c in self.selected()}
+            # The numeric questions are the notebook's: a .py module is not asked them.
+            asked = sub.name.endswith(".ipynb")
             for check in self.selected():
+                if check.group == "questions" and not asked:
+                    continue
                 probe.observations["current"] = check.name
                 results.append(run_check(check, probe, self.rubric.points[check.name], passed,
                                          self.has_cuda))
@@ -97,7 +105,10 @@ class Grader:
         elif sandbox and not sandbox.names:
             notes.insert(0, "the submission defines none of the API names ("
                          + ", ".join(submission.API) + "), so every check errs")
-        return Report(sub.name, tuple(results), tuple(found), self.seed, tuple(notes))
+        if variant.seed is not None:
+            notes.append(f"graded against the variant of student {variant.student}: its numbers "
+                         f"and its seed (regrade with --student {variant.student})")
+        return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
 
     def _trusted_cells(self) -> dict:
         """The released notebook's own setup cells (imports, test helpers), read once."""
@@ -118,7 +129,7 @@ class Grader:
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
 
-    def _probe(self, sub, sandbox) -> registry.Probe:
+    def _probe(self, sub, sandbox, seed: int, variant) -> registry.Probe:
         observations: dict = {}
 
         def student(name, group, kwargs):
@@ -133,7 +144,7 @@ class Grader:
                     sandbox.forbidden = []
 
         def reference(name, group, kwargs):
-            key = (self.seed, observations.get("current"), name, _fingerprint(kwargs))
+            key = (seed, observations.get("current"), name, _fingerprint(kwargs))
             with self._reference_lock:
                 if key not in self._reference_cache:
                     import solutions
@@ -144,9 +155,9 @@ class Grader:
         # A submission that could not be imported: every check gets the import's message.
         names = None if sandbox is None or sandbox.load_problem else sandbox.names
         return registry.Probe(student=registry.Side(student, names),
-                              reference=registry.Side(reference), seed=self.seed,
+                              reference=registry.Side(reference), seed=seed,
                               has_cuda=self.has_cuda, device=self.device,
-                              observations=observations)
+                              observations=observations, variant=variant)
 
 
 def _fingerprint(value) -> str:

@@ -23,7 +23,7 @@ import nbformat
 from nbgrader.api import Gradebook
 from traitlets.config.loader import PyFileConfigLoader
 
-from . import integrity, parts
+from . import integrity, parts, variants
 from .nbgrader_plugin import (TrustedGrades, grade_notebook, hideable, load_whole_grader,
                               shared_grader)
 from .sandbox.host import GraderError
@@ -60,6 +60,7 @@ def settings(course: Path) -> dict:
     ours = TrustedGrades(config=cfg)
     where = cfg.CourseDirectory
     return {"seed": ours.seed, "rubric": ours.rubric, "device": ours.device,
+            "variant_secret": ours.variant_secret,
             "db_url": where.get("db_url") or f"sqlite:///{course / 'gradebook.db'}",
             "course_id": where.get("course_id") or "default_course"}
 
@@ -89,18 +90,20 @@ def run(course, *, seed=None, rubric=None, device=None, assignment=None) -> Audi
                 maxima = {c.name: float(c.max_score) for c in notebook.grade_cells
                           if parts.cell_part(c.name)}
                 if maxima:
-                    _audit_notebook(gb, course, name, notebook.name, maxima, grader, audit)
+                    _audit_notebook(gb, course, name, notebook.name, maxima, grader, audit,
+                                    chosen["variant_secret"])
     return audit
 
 
-def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit) -> None:
+def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit, secret="") -> None:
     source = nbformat.read(course / "source" / assignment / f"{notebook}.ipynb", as_version=4)
     for sub in gb.find_assignment(assignment).submissions:
         student = sub.student.id
         who = f"{student} {assignment}/{notebook}.ipynb"
         path = course / "submitted" / student / assignment / f"{notebook}.ipynb"
         try:
-            regraded = regrade(path, source, maxima, grader)
+            variant = variants.derive(student, secret) if secret else None   # as autograde did
+            regraded = regrade(path, source, maxima, grader, variant)
         except (GraderError, OSError, ValueError) as e:
             audit.failures.append((who, str(e)))
             continue
@@ -120,12 +123,12 @@ def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit) -> 
             audit.differences.append(dict(entry, cells=differing))
 
 
-def regrade(path: Path, source, maxima: dict, grader) -> dict[str, float]:
+def regrade(path: Path, source, maxima: dict, grader, variant=None) -> dict[str, float]:
     """Our cells' scores for one submitted notebook (all 0 when it was not handed in)."""
     if not path.is_file():
         return {name: 0.0 for name in maxima}
     nb = restore_locked(nbformat.read(path, as_version=4), source)
-    return parts.cell_scores(grade_notebook(nb, path.name, grader), maxima)
+    return parts.cell_scores(grade_notebook(nb, path.name, grader, variant), maxima)
 
 
 def restore_locked(nb, source):

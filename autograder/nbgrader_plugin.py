@@ -44,7 +44,7 @@ from nbgrader.preprocessors import (ClearHiddenTests, Execute, GetGrades, NbGrad
                                     OverwriteCells, SaveAutoGrades)
 from traitlets import Enum, Integer, List, Unicode
 
-from . import integrity, parts
+from . import integrity, parts, variants
 from .writers import cells as cell_text
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -135,6 +135,10 @@ class TrustedGrades(NbGraderPreprocessor):
                      ).tag(config=True)
     device = Enum(["auto", "cpu", "cuda"], "auto", help="Where the autograder runs the "
                   "submission: auto takes CUDA when there is one.").tag(config=True)
+    variant_secret = Unicode("", help="The course's secret for per-student variants "
+                             "(autograder.variants): each student is graded against their own "
+                             "numbers and hidden inputs. Empty: everyone gets the default "
+                             "variant and `seed`. Never released.").tag(config=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -152,7 +156,9 @@ class TrustedGrades(NbGraderPreprocessor):
             self._check_files()
             self.log.info("TrustedGrades: grading %s of %s in the autograder's sandbox",
                           info["notebook"], info["student"])
-            report = grade_notebook(nb, f"{info['notebook']}.ipynb", self._grader())
+            variant = variants.derive(info["student"], self.variant_secret) \
+                if self.variant_secret else None
+            report = grade_notebook(nb, f"{info['notebook']}.ipynb", self._grader(), variant)
             write_outputs(nb, report, maxima)
         else:
             self.log.info("TrustedGrades: no autograded cell of the autograder in %s",
@@ -240,7 +246,7 @@ def hideable(folders) -> list[str]:
             if not any(n == f or f in n.parents for n in needed)]
 
 
-def grade_notebook(nb, name: str, grader):
+def grade_notebook(nb, name: str, grader, variant=None):
     """The autograder's report on a notebook's code: its sources only, outputs dropped."""
     code = copy.deepcopy(nb)
     for cell in code.cells:
@@ -250,7 +256,7 @@ def grade_notebook(nb, name: str, grader):
         path = Path(folder) / Path(name).name
         nbformat.write(code, path)
         with integrity.guard():
-            return grader.grade(path)
+            return grader.grade(path, variant)
 
 
 def write_outputs(nb, report, maxima: dict[str, float]) -> dict[str, float]:

@@ -145,7 +145,9 @@ def _rubric(path) -> scoring.Rubric:
 
 
 def _total(rubric: scoring.Rubric) -> float:
-    return round(sum(rubric.points[c] for c in registry.load_all() if rubric.enabled(c)), 4)
+    """The points of a mha.py upload: the numeric questions are asked of notebooks only."""
+    return round(sum(rubric.points[c] for c, check in registry.load_all().items()
+                     if rubric.enabled(c) and check.group != "questions"), 4)
 
 
 def _dependencies() -> list[str]:

@@ -190,7 +190,7 @@ def test_exported_scores_equal_the_autograders(course):
         for cell in gb.find_notebook("mha", "mha").grade_cells:
             if parts.cell_part(cell.name):
                 maxima[cell.name] = cell.max_score
-    assert sum(maxima.values()) == pytest.approx(100.0)
+    assert sum(maxima.values()) == pytest.approx(104.0)          # 100 + the numeric questions' 4
     for student in STUDENTS:
         report, cells = course["reports"][student], course["cells"][student]
         expected = expected_parts(report, maxima)
@@ -199,9 +199,9 @@ def test_exported_scores_equal_the_autograders(course):
         assert course["exported"][student] == pytest.approx(sum(cells.values()) + written, abs=1e-3)
         if not any(c["status"] == "skipped" for c in report["checks"]):
             assert sum(cells.values()) == pytest.approx(report["score"], abs=0.01), student
-    assert course["reports"]["correct"]["score"] == 100.0
-    assert course["exported"]["correct"] == pytest.approx(106.0)
-    assert course["reports"]["mistake"]["score"] < 100.0
+    assert course["reports"]["correct"]["score"] == 104.0
+    assert course["exported"]["correct"] == pytest.approx(110.0)
+    assert course["reports"]["mistake"]["score"] < 104.0
     assert "split.no-transpose" in [d["code"] for d in course["reports"]["mistake"]["diagnoses"]]
 
 
@@ -209,7 +209,7 @@ def test_the_tamperer_gains_nothing(course):
     """Does a kernel patched to fake full marks (helpers, torch.allclose, print, stderr, display
     hook) fool nbgrader alone, and gain nothing once the autograder scores the cells?"""
     untrusted, trusted = course["untrusted"], course["cells"]["tamper"]
-    assert sum(untrusted.values()) == pytest.approx(100.0), untrusted      # the attack is real
+    assert sum(untrusted.values()) == pytest.approx(104.0), untrusted      # the attack is real
     report = course["reports"]["tamper"]
     assert report["score"] < 20.0
     assert sum(trusted.values()) <= report["score"] + 1e-3
