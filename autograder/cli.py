@@ -1,4 +1,4 @@
-"""Command line: grade | batch | report | bench | demo | checks | audit | package.
+"""Command line: grade | batch | report | bench | demo | checks | audit | package | variant.
 
 Only the parser and the exit status live here; what each command does is in
 ``commands.py``. The status is decided by the type of what a command raised (see

@@ -69,12 +69,14 @@ def _variant(args, student: str) -> variants.Variant:
 
 def variant(args) -> int:
     """Write STUDENT's released notebook: what generate_assignment gives, with their numbers."""
+    from importlib.util import find_spec
+    missing = [m for m in ("nbgrader", "matplotlib") if find_spec(m) is None]
+    if missing:       # asked before the import, so an ImportError of a bug stays a bug
+        raise UsageError(f"variant needs {' and '.join(missing)}: python -m pip install "
+                         f"{' '.join(missing)}")
+    from assignments import build
     try:
-        from assignments import build
         nb = build.release(_variant(args, args.student))
-    except ImportError as e:
-        raise UsageError(f"variant needs nbgrader and matplotlib (pip install nbgrader "
-                         f"matplotlib): {e}") from None
     except build.BuildError as e:
         raise UsageError(str(e)) from None
     import nbformat
