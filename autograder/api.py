@@ -10,15 +10,17 @@ from pathlib import Path
 import torch
 
 from . import checks as registry
-from . import diagnoses, integrity, scoring, source_facts, submission, variants
+from . import carry, diagnoses, integrity, scoring, source_facts, submission, variants
 from .checks.module import forbidden_seen
 from .errors import UsageError
-from .model import Report
+from .model import Report, Status
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
+#: The probes that run the student's parts and module, where carried parts are answered.
+CARRIED_PROBES = ("call", "mha", "mha_loads")
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
@@ -89,6 +91,8 @@ class Grader:
                 results.append(run_check(check, probe, self.rubric.points[check.name], passed,
                                          self.has_cuda))
             found = diagnoses.diagnose(probe, results)
+            if self.rubric.carry_forward and sandbox is not None and not sub.problem:
+                results = self._carry_forward(sub, sandbox, seed, variant, facts, results)
         finally:
             if sandbox is not None:
                 sandbox.close()
@@ -110,6 +114,28 @@ class Grader:
                          f"and its seed (regrade with --student {variant.student})")
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
 
+    def _carry_forward(self, sub, sandbox, seed, variant, facts, results) -> list:
+        """The failed checks graded again with the wrong parts answered by the reference
+        (error carried forward): what passes then lost points only through those parts."""
+        wrong = carry.wrong_parts(results)
+        by_name = {r.name: r for r in results}
+        redo = [c for c in self.selected() if c.name in by_name
+                and by_name[c.name].status in (Status.FAILED, Status.ERROR)
+                and carry.parts_for(c.name, wrong)]
+        if not wrong or not redo:
+            return results
+        probe = self._probe(sub, sandbox, seed, variant, carried=True)
+        probe.observations["source"] = facts
+        passed = {r.name for r in results if r.status is Status.PASSED} | (
+            set(self.checks) - {c.name for c in self.selected()})
+        for check in redo:
+            parts = carry.parts_for(check.name, wrong)
+            probe.observations.update(current=check.name, carry=parts)
+            again = run_check(check, probe, self.rubric.points[check.name], passed, self.has_cuda)
+            if again.status is Status.PASSED:
+                by_name[check.name] = carry.note(again, parts)
+        return [by_name[r.name] for r in results]
+
     def _trusted_cells(self) -> dict:
         """The released notebook's own setup cells (imports, test helpers), read once."""
         if self._trusted is None:
@@ -129,14 +155,18 @@ class Grader:
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
 
-    def _probe(self, sub, sandbox, seed: int, variant) -> registry.Probe:
+    def _probe(self, sub, sandbox, seed: int, variant, carried: bool = False) -> registry.Probe:
+        """Both sides seen through probes. ``carried``: the student's module (or part) is run
+        with the parts in ``observations["carry"]`` answered by the reference (``carry``)."""
         observations: dict = {}
 
         def student(name, group, kwargs):
             if sandbox is None:
                 raise StudentError(sub.problem)
+            parts = observations.get("carry") if carried and name in CARRIED_PROBES else None
             try:
-                return sandbox.probe(name, group=group, **kwargs)
+                return sandbox.probe(name, group=group, **kwargs,
+                                     **({"carry": (parts, carry.answer)} if parts else {}))
             finally:
                 hits = getattr(sandbox, "forbidden", None)
                 if hits:
