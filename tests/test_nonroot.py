@@ -23,7 +23,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ATTACKS = ROOT / "tests" / "submissions" / "attacks"
-FIXTURES = sorted(ATTACKS.glob("nonroot_*.py")) + sorted(ATTACKS.glob("limits_*.py"))
+OLDER = ("escape_writes.py", "fork_bomb.py", "kill_everything.py", "proc_snoop.py")
+FIXTURES = sorted(ATTACKS.glob("nonroot_*.py")) + sorted(ATTACKS.glob("limits_*.py")) \
+    + [ATTACKS / name for name in OLDER]
 MEMORY = 1 << 30       # small, so the memory attacks are cheap (the interpreter needs ~0.7 GiB)
 USER = 54321           # an unused uid for the non-root run
 PLANTED = ("autograder_attack_planted.pth", "ATTACK_ESCAPE_MARKER")
@@ -99,10 +101,18 @@ def _grade_all(mode: str) -> dict:
                              stdin=subprocess.DEVNULL)
         assert run.returncode == 0, run.stderr.decode("utf-8", "replace")[-3000:]
         result = json.loads(out.read_text())
-        result["site"] = _planted()
+        result["site"] = _planted() + _markers(project)
         return result
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _markers(project: Path) -> list[str]:
+    """Marker files the escape attacks write, wherever the grader could see them."""
+    places = [project, project / "solutions", Path("/"), Path("/tmp"), Path("/var/tmp"),
+              Path("/dev/shm"), Path("/etc")]
+    return [str(p / m) for p in places for m in ("ATTACK_ESCAPE_MARKER", "ATTACK_SIDE_MARKER")
+            if (p / m).exists()]
 
 
 def _planted() -> list[str]:
@@ -165,6 +175,11 @@ def test_each_attack_earns_nothing_and_says_why(graded, name, said):
     assert any(said in f for f in r["feedback"]), r["feedback"][:3]
 
 
+@pytest.mark.parametrize("name", OLDER)
+def test_the_older_attacks_earn_nothing_here_either(graded, name):
+    assert _report(graded, name)["score"] == 0
+
+
 def test_nothing_was_planted_outside(graded):
     assert graded[1]["site"] == []
 
@@ -178,6 +193,14 @@ def test_neighbours_in_a_batch_keep_their_marks(graded):
             assert r["score"] == 0
         else:
             assert r["score"] == r["max"] > 0, (path, r["feedback"][:3])
+
+
+def test_memory_spread_over_processes_is_counted_together(graded):
+    """12 processes of 256 MiB each, every one under its own limits: stopped, for memory
+    (counted by the cgroup, or by the zygote's watch, which groups them by PID namespace)."""
+    r = _report(graded, "limits_many_children.py")
+    assert r["score"] == 0
+    assert "went over the memory limit (1 GiB)" in " ".join(r["notes"]), r["notes"][:2]
 
 
 @pytest.mark.parametrize("name", ["limits_sysv_shm.py", "limits_memfd.py"])

@@ -124,7 +124,11 @@ def _give_up_privileges(config: dict, root: bool, uid) -> list[str]:
         notes.append(f"reduced isolation: {e}")
     libc = jail.libc
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if not config.get("nested"):
+        # As root: nobody else may look inside. Nested, the zygote (not root outside its own
+        # namespace) must still read the sandbox's /proc files for its memory watch; nobody
+        # else shares the sandbox's PID namespace to name it.
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if not config.get("cgroup"):
         try:

@@ -276,7 +276,7 @@ class Zygote:
                 totals[owner] = totals.get(owner, 0) + rss
             for uid, total in totals.items():
                 if total > self.memory and len(pids[uid]) > 1:
-                    totals[uid] = sum(_pss(pid) for pid in pids[uid])
+                    totals[uid] = sum(_pss(pid) or _rss(pid) for pid in pids[uid])
         else:
             totals = {uid: _rss(pid) for pid, uid in self.children.items()}
         for pid, uid in list(self.children.items()):
@@ -326,6 +326,7 @@ def _rss(pid: int) -> int:
 
 
 def _pss(pid: int) -> int:
+    """Proportional resident size; 0 where it cannot be read (then the resident size counts)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
