@@ -19,8 +19,10 @@ sandbox left with reduced isolation, and it says so.
 
 Memory that no process's size shows (System V shared memory, memfd) is capped here too:
 ``cap_sysv_shm`` sets the sandbox's own IPC namespace's limits to zero, and
-``refuse_memfd`` installs a seccomp filter that answers ``memfd_create`` with EPERM
-(used where no cgroup charges such pages to the sandbox: see ``cgroups``).
+``refuse_memfd`` installs a seccomp filter that answers ``memfd_create`` with EPERM, and
+refuses new user and IPC namespaces, in which the sandbox could mount an unbounded tmpfs or
+have uncapped shared memory (used where no cgroup charges such pages to the sandbox: see
+``cgroups``).
 
 Imported inside the zygote and the sandbox as the top-level module ``jail``: it imports
 nothing from the grader.
@@ -282,13 +284,14 @@ def cap_sysv_shm() -> None:
                             f"{os.strerror(e.errno)})") from None
 
 
-#: seccomp_data.arch -> system call numbers to refuse: memfd_create, memfd_secret
-#: (x86_64's x32 numbers, with bit 30 set, and i386's too).
-MEMFD_CALLS = {0xC000003E: (319, 447, 319 | 1 << 30, 447 | 1 << 30),
-               0x40000003: (356, 447),
-               0xC00000B7: (279, 447)}
-_LD_ABS, _JEQ, _RET = 0x20, 0x15, 0x06
-_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1
+#: Per seccomp_data.arch: (memfd_create, memfd_secret), (unshare, clone), clone3.
+SYSCALLS = {0xC000003E: ((319, 447), (272, 56), 435),      # x86_64
+            0x40000003: ((356, 447), (310, 120), 435),     # i386
+            0xC00000B7: ((279, 447), (97, 220), 435)}      # aarch64
+X32_BIT = 1 << 30                 #: x86_64's x32 calls: refused outright (nothing here uses them)
+NEW_NAMESPACES = CLONE_NEWUSER | CLONE_NEWIPC     #: flags refused in unshare and clone
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
 
 class _Instruction(ctypes.Structure):
@@ -301,24 +304,41 @@ class _Program(ctypes.Structure):
 
 
 def _memfd_filter() -> list[tuple[int, int, int, int]]:
-    """A classic BPF program: for each known architecture, refuse its memfd calls with
-    EPERM; allow everything else. Jumps are forward offsets to the last instruction."""
-    program = [(_LD_ABS, 0, 0, 4)]                         # seccomp_data.arch
-    for arch, numbers in MEMFD_CALLS.items():
-        block = [(_LD_ABS, 0, 0, 0)] + [(_JEQ, None, 0, n) for n in numbers] \
-            + [(_RET, 0, 0, _ALLOW)]
-        program.append((_JEQ, 0, len(block), arch))
+    """A classic BPF program. For each known architecture: memfd_create and memfd_secret
+    fail with EPERM; so do unshare and clone asking for a new user or IPC namespace (a user
+    namespace of its own would let the sandbox mount an unbounded tmpfs, an IPC namespace
+    of its own would have uncapped shared memory); clone3, whose flags a filter cannot
+    read, answers ENOSYS, so the C library falls back to clone. Everything else is allowed.
+    Jumps are forward offsets, resolved to the labels "deny", "enosys" and "flags:ARCH"."""
+    program: list = [(_LD_ABS, 0, 0, 4)]                                    # arch
+    for arch, (memfd, spawn, clone3) in SYSCALLS.items():
+        block: list = [(_LD_ABS, 0, 0, 0)]                                  # nr
+        if arch == 0xC000003E:
+            block.append((_JGE, "deny", 0, X32_BIT))
+        block += [(_JEQ, "deny", 0, n) for n in memfd]
+        block += [(_JEQ, f"flags:{arch}", 0, n) for n in spawn]
+        block += [(_JEQ, "enosys", 0, clone3), (_RET, 0, 0, _ALLOW)]
+        block += [(f"flags:{arch}",), (_LD_ABS, 0, 0, 16),                 # args[0], low half
+                  (_JSET, "deny", 0, NEW_NAMESPACES), (_RET, 0, 0, _ALLOW)]
+        size = sum(1 for i in block if len(i) == 4)
+        program.append((_JEQ, 0, size, arch))
         program += block
-    program.append((_RET, 0, 0, _ALLOW))
-    program.append((_RET, 0, 0, _EPERM))
-    deny = len(program) - 1
-    return [(c, deny - i - 1 if jt is None else jt, jf, k)
-            for i, (c, jt, jf, k) in enumerate(program)]
+    program += [(_RET, 0, 0, _ALLOW), ("deny",), (_RET, 0, 0, _EPERM),
+                ("enosys",), (_RET, 0, 0, _ENOSYS)]
+    labels, code = {}, []
+    for item in program:
+        if len(item) == 1:
+            labels[item[0]] = len(code)
+        else:
+            code.append(item)
+    return [(c, labels[jt] - i - 1 if isinstance(jt, str) else jt, jf, k)
+            for i, (c, jt, jf, k) in enumerate(code)]
 
 
 def refuse_memfd() -> None:
-    """memfd_create fails with EPERM from now on, in this process and its children (an
-    anonymous file's pages are in no process's size until mapped). Needs no_new_privs."""
+    """memfd_create (and new user or IPC namespaces) fail with EPERM from now on, in this
+    process and its children: an anonymous file's pages are in no process's size until
+    mapped. Needs no_new_privs."""
     code = _memfd_filter()
     instructions = (_Instruction * len(code))(*code)
     program = _Program(len(code), instructions)
