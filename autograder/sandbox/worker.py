@@ -42,7 +42,9 @@ UNHIDDEN = ("reduced isolation: no namespaces here, so the reference and the hid
 # Isolation, applied before the submission is imported
 
 def _user_namespace(config: dict) -> None:
-    """Without root: a user namespace in which we may mount (we are its root)."""
+    """Fallback where the zygote could make no user namespace of its own: one for this
+    sandbox alone, in which it may mount (it is its root). Likely refused too; if not, the
+    sandbox still ends without capabilities (``_give_up_privileges``)."""
     flags = jail.CLONE_NEWUSER | jail.CLONE_NEWNS | jail.CLONE_NEWNET | jail.CLONE_NEWIPC
     if not jail.unshare(flags):
         raise jail.JailError("no user namespace")

@@ -386,7 +386,7 @@ def _own_namespaces(control: socket.socket) -> tuple[str, bool]:
             except InterruptedError:
                 continue
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    _die_with_parent()                 # the process outside: it dies with the grader
+    _die_with_parent()                 # with the process outside, which dies with the grader
     try:                               # a /proc showing this PID namespace's processes
         jail.private_namespace()
         jail.mount("proc", "/proc", "proc", jail.MS_NOSUID | jail.MS_NODEV | jail.MS_NOEXEC)
