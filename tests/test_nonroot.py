@@ -80,7 +80,14 @@ def _as_user(command: list[str], cwd: Path) -> list[str]:
             str(cwd), hidden, inner] + drop + command
 
 
-def _grade_all(mode: str) -> dict:
+#: Run before the driver: no user namespace can be made from then on (a seccomp filter
+#: that refuses CLONE_NEWUSER, the sandbox's own), as on a machine that has none.
+NO_USERNS = ("import os, sys; sys.path.insert(0, 'autograder/sandbox'); import jail; "
+             "jail.refuse_memfd(); os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+
+
+def _grade_all(mode: str, fixtures=None, without_namespaces: bool = False) -> dict:
+    fixtures = FIXTURES if fixtures is None else fixtures
     folder = _readable_copy()
     project = folder / "project"
     batch = [project / "tests/submissions/attacks/nonroot_kill_neighbours.py"]
@@ -91,8 +98,10 @@ def _grade_all(mode: str) -> dict:
         batch.append(folder / name / "mha.py")
     out = folder / "result.json"
     command = [sys.executable, "tests/nonroot_driver.py", str(out), str(MEMORY),
-               ",".join(map(str, batch)), "solutions/mha.py",
-               *(f"tests/submissions/attacks/{p.name}" for p in FIXTURES)]
+               ",".join(map(str, batch)) if fixtures else "", "solutions/mha.py",
+               *(f"tests/submissions/attacks/{p.name}" for p in fixtures)]
+    if without_namespaces:
+        command = [sys.executable, "-c", NO_USERNS] + command[1:]
     if mode == "nonroot" and os.geteuid() == 0:
         command = _as_user(command, project)
     try:
@@ -227,3 +236,17 @@ def test_root_runs_have_a_cgroup_where_the_machine_has_one(graded):
     mode, result = graded
     if mode == "root":
         assert eval(result["probe"]["seen"])["cgroup"] == (cgroups.Controllers.find() is not None)
+
+
+def test_without_user_namespaces_grading_works_and_says_what_is_reduced():
+    """Where no user namespace can be made (here: refused by a seccomp filter), the grader
+    still grades, and the sandbox's notes say the reference is not hidden."""
+    if why := _tools():
+        pytest.skip(why)
+    result = _grade_all("nonroot", fixtures=[], without_namespaces=True)
+    assert result["uid"] != 0
+    r = result["reports"]["mha.py"]
+    assert r["score"] == r["max"] > 0, r["feedback"][:3]
+    notes = " ".join(result["probe"]["notes"])
+    assert "reference confidentiality is not enforced" in notes, notes
+    assert eval(result["probe"]["seen"])["CapEff"] == 0
