@@ -24,8 +24,10 @@ CARRIED_PROBES = ("call", "mha", "mha_loads")
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
-#: Memory of one sandbox's processes together, watched by the zygote; on CPU runs also each
+#: Memory of one sandbox's processes together, watched by the zygote and, where the machine
+#: allows, limited by a cgroup of its own (shared memory included); on CPU runs also each
 #: process's address space (RLIMIT_AS clashes with CUDA's virtual reservations: STYLE 3.1).
+#: A Grader may be given less (``memory_bytes``: tests keep memory attacks cheap).
 MEMORY = 4 << 30
 #: Wall-clock limits in seconds, on the grader's clock: importing the submission, one probe,
 #: one group of checks, the whole submission. A Grader copies them (tests shorten them).
@@ -36,7 +38,7 @@ class Grader:
     """Holds what grading many submissions shares: the zygote, the rubric, the reference cache."""
 
     def __init__(self, *, rubric=None, device: str = "auto", public_only: bool = False,
-                 seed: int | None = None, hide=()):
+                 seed: int | None = None, hide=(), memory_bytes: int = MEMORY):
         torch.set_num_threads(1)   # tiny tensors: threads only add overhead (and spin under load)
         self.checks = registry.load_all()
         self.rubric = scoring.load_rubric(rubric, known=set(self.checks))
@@ -49,11 +51,12 @@ class Grader:
         self.hide = [str(PROJECT / d) for d in ("autograder", "solutions", "tests", "assignments",
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]
         self.timeouts = dict(TIMEOUTS)
+        self.memory = int(memory_bytes)
         self._reference_cache: dict = {}
         # The reference seeds torch's global RNG (probes.build): threads sharing this Grader
         # (autograder.batch) must not interleave there, or the reference values would change.
         self._reference_lock = threading.Lock()
-        self._zygote = Zygote(hide=self.hide, memory_bytes=MEMORY)   # boots in the background
+        self._zygote = Zygote(hide=self.hide, memory_bytes=self.memory)   # boots in the background
         self._warm = False
         self._trusted: dict | None = None
 
@@ -148,9 +151,9 @@ class Grader:
         if not self._warm:     # the reference side's lazy imports, while the zygote boots
             probes.warm_up()
             self._warm = True
-        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=MEMORY)
+        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=self.memory)
         config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
-                  "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+                  "memory_bytes": self.memory, "host_uid": os.getuid(), "host_gid": os.getgid()}
         t = self.timeouts
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])

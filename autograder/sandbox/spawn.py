@@ -3,6 +3,10 @@
 Imports nothing heavy (no torch), so that the command line can start the zygote first
 thing (``prestart``) and the two interpreters import torch at the same time; the first
 ``Zygote()`` then adopts that process instead of starting one.
+
+Not as root, the process started here only waits: the zygote proper is its child, the first
+process of a PID namespace of its own (see ``zygote``); ``Zygote.proc`` is the one started
+here, and the pids the zygote sends are those of its own namespace (names, not for ``kill``).
 """
 from __future__ import annotations
 
