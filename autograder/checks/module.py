@@ -110,10 +110,15 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
-@check("MultiHeadAttention.raises", group="mha", requires=["MultiHeadAttention.params"],
-       instruments=["exception"])
+@check("MultiHeadAttention.raises", group="mha", instruments=["exception"])
 def mha_raises(p: Probe) -> None:
-    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3."""
+    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (graded once
+    MultiHeadAttention(8, 2) builds)."""
+    p.student.require("MultiHeadAttention")
+    built = p.student.probe("mha_raises", "mha", init={"d_model": 8, "num_heads": 2})
+    if "raised" in built or "bad" in built:
+        raise CheckFailed("not graded: MultiHeadAttention(8, 2) could not be built either, so "
+                          "raising proves nothing yet")
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)
