@@ -278,6 +278,9 @@ REACHES = {
                                       "patch(torch)\n"),
     "a module in a container": "import torch\nbox = [torch]\nbox[0].equal = None\n",
     "globals by key": "import torch\nglobals()['torch'].equal = None\n",
+    "sys through os": "import os\nm = os.sys.modules\n",
+    "the seed the grader set": "import torch\nif torch.initial_seed() == 0:\n    pass\n",
+    "the random state": "from torch import random\nstate = random.get_rng_state()\n",
     "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
     "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
     "global module hooks": ("import torch\n"

@@ -415,7 +415,7 @@ def trace(api, spec: dict) -> dict:
     out = {}
     for h in spec["heads"]:
         init = dict(spec["init"], num_heads=h)
-        model = _train(build(api, init), False)
+        model = _train(build(api, init, spec.get("seed", 0)), False)
         if spec.get("loads"):
             try:
                 load(model, spec["loads"][str(h)])
@@ -457,9 +457,9 @@ def _on(api, part: str, device: str, dtype, init: dict, shapes: dict):
     """Run one part (the module or a masked function) on device; report what it dispatched."""
     ops = OpTrace(device)
     if part == "module":
-        model = build(api, init, dtype=dtype).eval().to(device)
+        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=dtype), False), device)
         q, kv, lens = _inputs(shapes, dtype, device, True)
-        with torch.no_grad(), ops:
+        with ops:                 # autograd on, as in the graded forwards
             y = plain(model(q, kv, kv, lens), "forward")
     else:
         args = _function_calls(device, dtype)[part]
@@ -501,10 +501,10 @@ def _precision_part(api, part: str, mode: str, init: dict, shapes: dict, device:
     dtype = getattr(torch, name)
     autocast = torch.autocast(device, dtype=dtype) if kind == "autocast" else contextlib.nullcontext()
     cast = torch.float32 if kind == "autocast" else dtype
-    with torch.no_grad(), autocast:
+    with autocast:                # autograd on, as in the graded forwards
         if part != "module":
             return _finite(getattr(api, part)(*_function_calls(device, cast)[part]))
-        model = build(api, init, dtype=cast).eval().to(device)
+        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=cast), False), device)
         out = _finite(_run_module(model, shapes, cast, device, True))
     weights = getattr(model, "attention_weights", None)
     if _type(weights) is _Tensor:
