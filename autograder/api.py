@@ -19,8 +19,10 @@ from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
-#: The probes that run the student's parts and module, where carried parts are answered.
-CARRIED_PROBES = ("call", "mha", "mha_loads")
+#: The probes that run the student's parts and module, where carried parts are answered (the
+#: operator trace too: what the grader computes for a carried part is not counted, and fewer
+#: counted is accepted; the meta device and low precision cannot cross the boundary).
+CARRIED_PROBES = ("call", "mha", "mha_loads", "trace")
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
