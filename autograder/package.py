@@ -54,7 +54,8 @@ def gradescope(output, rubric=None) -> dict:
     files = {name: _require(GRADESCOPE / name).read_bytes() for name in SCRIPTS}
     for package in SOURCES:
         for path in sorted((PROJECT / package).rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            if path.is_file() and path.suffix in (".py", ".toml", ".json") \
+                    and "__pycache__" not in path.parts:    # .json: released_cells.json
                 files[path.relative_to(PROJECT).as_posix()] = path.read_bytes()
     files["autograder/rubric.toml"] = Path(chosen.path).read_bytes()
     unconditional = [d for d in _dependencies() if ";" not in d]     # tomli: TOMLI below
