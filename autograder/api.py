@@ -19,8 +19,10 @@ from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
-#: The probes that run the student's parts and module, where carried parts are answered.
-CARRIED_PROBES = ("call", "mha", "mha_loads")
+#: The probes that run the student's parts and module, where carried parts are answered (the
+#: operator trace too: what the grader computes for a carried part is not counted, and fewer
+#: counted is accepted; the meta device and low precision cannot cross the boundary).
+CARRIED_PROBES = ("call", "mha", "mha_loads", "trace")
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
@@ -93,9 +95,13 @@ class Grader:
                 probe.observations["current"] = check.name
                 results.append(run_check(check, probe, self.rubric.points[check.name], passed,
                                          self.has_cuda))
-            found = diagnoses.diagnose(probe, results)
-            if self.rubric.carry_forward and sandbox is not None and not sub.problem:
-                results = self._carry_forward(sub, sandbox, seed, variant, facts, results)
+            strict = results
+            if sandbox is not None and not sub.problem:
+                results = self._carry_forward(sub, sandbox, seed, variant, facts, results,
+                                              probe.observations)
+            found = diagnoses.diagnose(probe, strict)
+            if not self.rubric.carry_forward:
+                results = strict
         finally:
             if sandbox is not None:
                 sandbox.close()
@@ -117,9 +123,11 @@ class Grader:
                          f"and its seed (regrade with --student {variant.student})")
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
 
-    def _carry_forward(self, sub, sandbox, seed, variant, facts, results) -> list:
+    def _carry_forward(self, sub, sandbox, seed, variant, facts, results, seen: dict) -> list:
         """The failed checks graded again with the wrong parts answered by the reference
-        (error carried forward): what passes then lost points only through those parts."""
+        (error carried forward): what passes then lost points only through those parts. The
+        module's runs graded so go to ``seen["carried_mha"]`` (its own mistakes, alone, for
+        the diagnoses), whatever the rubric then does with the points."""
         wrong = carry.wrong_parts(results)
         by_name = {r.name: r for r in results}
         redo = [c for c in self.selected() if c.name in by_name
@@ -137,6 +145,7 @@ class Grader:
             again = run_check(check, probe, self.rubric.points[check.name], passed, self.has_cuda)
             if again.status is Status.PASSED:
                 by_name[check.name] = carry.note(again, parts)
+        seen["carried_mha"] = probe.observations.get("mha", [])
         return [by_name[r.name] for r in results]
 
     def _trusted_cells(self) -> dict:
