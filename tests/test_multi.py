@@ -21,17 +21,6 @@ FILES = multi_report.fixtures()
 CORRECT = [p for p in FILES if not multi_report.header(p)[0]]
 BUGGY = [p for p in FILES if multi_report.header(p)[0]]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "mistakes.md"
-#: False codes the grader names on main today (issue 11, class 1); remove an entry once fixed.
-KNOWN_FALSE_CODES = {
-    "tiled_extra_inplace": "heads.shared-weights instead of heads.tiled-block: the extra parameter "
-                           "changes the count, and the tiled block is taken for shared weights",
-}
-
-
-def _known_false(path):
-    reason = KNOWN_FALSE_CODES.get(path.stem)
-    marks = [pytest.mark.xfail(strict=False, reason=f"false code on main: {reason}")] if reason else []
-    return pytest.param(path, marks=marks, id=path.stem)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +68,7 @@ def test_multi_mistake_files_lose_points(grade, path):
     assert grade(path).score < 100
 
 
-@pytest.mark.parametrize("path", [_known_false(p) for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_no_code_that_the_file_does_not_hold(grade, path):
     """Is every code the grader names one of the file's own mistakes (no false codes)?"""
     expected, _ = multi_report.header(path)
