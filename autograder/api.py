@@ -145,6 +145,7 @@ class Grader:
             if again.status is Status.PASSED:
                 by_name[check.name] = carry.note(again, parts)
         seen["carried_mha"] = probe.observations.get("mha", [])
+        seen["carried"] = probe.observations
         return [by_name[r.name] for r in results]
 
     def _trusted_cells(self) -> dict:

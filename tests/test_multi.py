@@ -3,7 +3,8 @@
 Each file in submissions/multi/ names, in its ``# CODES:`` header, exactly the TAXONOMY codes
 of the mistakes it holds (none for the correct files). Correct files must get every point and
 no code; buggy ones must lose points; no file may get a code its header does not name. That
-every file gets all its codes is the compositional diagnosis of issue 11 (xfail until then).
+every file gets all its codes is the compositional diagnosis (``diagnoses/compose.py``); the
+one file it does not explain yet is marked, with the reason.
 ``python tests/multi_report.py`` prints the same comparison as a table.
 """
 from __future__ import annotations
@@ -75,9 +76,32 @@ def test_no_code_that_the_file_does_not_hold(grade, path):
     assert codes(grade(path)) <= expected, sorted(codes(grade(path)) - expected)
 
 
-@pytest.mark.xfail(strict=False, reason="compositional diagnosis: see issue 11")
-@pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.stem)
+#: Files whose codes the diagnoses do not all find yet, and why (strict: a fix is noticed).
+NOT_YET = {"d2l_bmm_repeat_aliased": "D2L's lengths repeated per head inside a forward that "
+                                     "folds the heads into the batch, with W_q = W_k = W_v: the "
+                                     "module simulation has no such fold"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason=NOT_YET[p.stem])) if p.stem in NOT_YET else p for p in BUGGY],
+    ids=lambda p: p.stem)
 def test_every_file_gets_exactly_its_codes(grade, path):
     """Does each file with several mistakes get each of its codes, and no other?"""
     expected, _ = multi_report.header(path)
     assert codes(grade(path)) == expected
+
+
+@pytest.mark.parametrize("name", ["nanogpt_view", "annotated_clones_fill", "timm_stacked_qkv"])
+def test_the_same_file_gets_the_same_codes_and_score_under_ten_seeds(name):
+    """Are the diagnoses (and the score, to 0.01) independent of the run's seed?"""
+    path = next(p for p in FILES if p.stem == name)
+    g = Grader(seed=1)
+    try:
+        seen = set()
+        for seed in range(1, 11):
+            g.seed = seed
+            report = g.grade(path)
+            seen.add((tuple(sorted(d.code for d in report.diagnoses)), round(report.score, 2)))
+    finally:
+        g.close()
+    assert len(seen) == 1, seen

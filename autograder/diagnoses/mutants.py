@@ -97,8 +97,13 @@ def project_heads_no_permute(H, W_heads):
 # ---- the module, with switches -------------------------------------------------------
 
 def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=concat_ok,
-             proj="ok", kv="ok", out_proj=True, scale=None, mask=None, dim=-1):
-    """Forward of the contract's module from the reference's weights, with one mistake."""
+             proj="ok", kv="ok", out_proj=True, scale=None, mask=None, dim=-1, aliased=False):
+    """Forward of the contract's module from the reference's weights, with the mistakes
+    switched on (``aliased``: one nn.Linear serves W_q, W_k and W_v, so the weights loaded
+    last, W_v's, are the three's)."""
+    if aliased:
+        state = dict(state, **{f"W_{r}.{kind}": state[f"W_v.{kind}"] for r in "qk"
+                               for kind in ("weight", "bias") if f"W_v.{kind}" in state})
     def linear(x, role):
         """proj: "<mistake>" on all four projections, or "<mistake>-qkv" on W_q/W_k/W_v only."""
         W, b = state[f"{role}.weight"], state.get(f"{role}.bias")

@@ -35,8 +35,7 @@ def shared_weights(p, results):
     same input (identical heads) or each its own slice of it (a (p x p) layer per slice)."""
     spread = ev.fresh_spread(p)
     for name, counts, _, expected in ev.param_counts(p):
-        values = list(counts.values())
-        if set(values) == {expected} or not all(a > b for a, b in zip(values, values[1:])):
+        if set(counts.values()) == {expected} or not _falls_with_heads(counts):
             continue
         if spread is not None and spread <= ev.SAME:
             how = f"all {H} heads' attention weights are identical. " + ONE_HEAD.format(h=H)
@@ -51,9 +50,16 @@ def shared_weights(p, results):
     return None
 
 
+def _falls_with_heads(counts: dict) -> bool:
+    values = list(counts.values())
+    return all(a > b for a, b in zip(values, values[1:]))
+
+
 @diagnosis("heads.tiled-block")
 def tiled_block(p, results):
-    if any(set(s.values()) != {e} for _, s, _, e in ev.param_counts(p)):
+    # the contract's projections (a count that falls with num_heads is shared-weights; an
+    # extra parameter beside them is cost.extra-params, and the heads can still be tiled)
+    if any(_falls_with_heads(s) or min(s.values()) < e for _, s, _, e in ev.param_counts(p)):
         return None
     data = _heads(p)
     if data["spread"] > ev.SAME or data.get("unknown"):

@@ -113,7 +113,12 @@ def function_or_forward(fn, mistake, **module_mistake):
 
 
 def register(code, message, decide):
-    diagnosis(code)(lambda probe, results: message if decide(probe, results) else None)
+    """A diagnosis: its own rule, or the code is forced by the smallest combination of
+    mistakes that explains the submission (``compose``, for code with several mistakes)."""
+    def diagnose(probe, results):
+        from .compose import explained
+        return message if decide(probe, results) or code in explained(probe) else None
+    diagnosis(code)(diagnose)
 
 
 # ---- head layout ---------------------------------------------------------------------
@@ -174,7 +179,8 @@ register("module.missing-out-proj",
 
 
 def _dropout_in_eval(probe, results):
-    return bool(probe.observations.get("eval_nondeterministic"))
+    return bool(probe.observations.get("eval_nondeterministic")
+                or probe.observations.get("carried", {}).get("eval_nondeterministic"))
 
 
 register("module.dropout-in-eval",
@@ -243,6 +249,8 @@ def _mask_decider(mistake):
                 or forward_behaves_like(probe, mask=mistake))
     return decide
 
+
+MASK_MISTAKES = tuple(MASK_MESSAGES)
 
 for _name, _message in MASK_MESSAGES.items():
     register(f"mask.{_name}", _message, _mask_decider(_name))

@@ -1,0 +1,114 @@
+"""Mistakes that come together: the smallest combination of the TAXONOMY's mistakes that
+explains what the submission did.
+
+Real code carries several mistakes, and a rule that asks the whole function or module to
+behave like "the reference plus one mistake" is vetoed by any other. Here each function is
+explained on its own inputs by a combination of its mistakes (a softmax over the wrong axis
+*and* lengths repeated the wrong way), and the module's forward by a combination of module
+mistakes on top of what its parts were found to do: first on the module graded with the
+reference's parts in place of the student's wrong ones (error carried forward), then on the
+module as written. A combination counts only when it explains every case where it differs
+from the reference, so nothing is named that the evidence does not force; where two
+combinations of the same size explain the same evidence, only what they share is named.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+
+from . import mutants as m
+from .values import MASK_MISTAKES, _forward_like, behaves_like, calls
+
+#: Module-level mistakes as switches of ``mutants.simulate`` (alternatives for one code).
+MODULE: dict[str, list[dict]] = {
+    "split.no-transpose": [{"split": m.split_no_transpose}],
+    "split.wrong-head-order": [{"split": m.split_wrong_order}],
+    "concat.no-transpose": [{"concat": m.concat_no_transpose}],
+    "proj.transposed-weight": [{"proj": "transposed-weight"}, {"proj": "transposed-weight-qkv"}],
+    "proj.ignores-bias": [{"proj": "ignores-bias"}, {"proj": "ignores-bias-qkv"}],
+    "proj.qkv-aliased": [{"aliased": True}],
+    "module.self-attention-only": [{"kv": "self"}],
+    "module.missing-out-proj": [{"out_proj": False}],
+    "pool.no-scale": [{"scale": 1.0}],
+    "pool.scale-d-model": [{"scale": "d_model"}, {"scale": "d_total"}],
+    "pool.softmax-wrong-axis": [{"dim": -2}, {"dim": 1}],
+    **{f"mask.{name}": [{"mask": name}] for name in MASK_MISTAKES},
+}
+
+
+#: The softmax's axis: the key axis (right), the query axis, or a fixed axis 1 (the 3-D
+#: idiom, which is the head axis of 4-D per-head scores).
+AXES = (-1, -2, 1)
+
+
+def _function_candidates() -> dict[str, list[tuple[frozenset, object]]]:
+    """fn -> (codes, the function with those mistakes), combinations included."""
+    masks = (None, *MASK_MISTAKES)
+    softmax = [(frozenset(_codes(mask=mask, dim=dim)),
+                functools.partial(m.softmax, mistake=mask, dim=dim))
+               for mask, dim in itertools.product(masks, AXES) if (mask, dim) != (None, -1)]
+    pool = [(frozenset(_codes(mask=mask, dim=dim, scale=scale, transpose=t)),
+             functools.partial(m.pool, mask=mask, dim=dim, scale=scale, transpose=t))
+            for mask, dim, scale, t in itertools.product(masks, AXES, (None, 1.0),
+                                                         ((-2, -1), (1, 2)))
+            if (mask, dim, scale, t) != (None, -1, None, (-2, -1))]
+    return {"masked_softmax": softmax, "attention_pool": pool}
+
+
+def _codes(*, mask=None, dim=-1, scale=None, transpose=(-2, -1)) -> list[str]:
+    return ([f"mask.{mask}"] if mask else []) + (["pool.softmax-wrong-axis"] if dim != -1 else []) \
+        + (["pool.no-scale"] if scale == 1.0 else []) \
+        + (["pool.transpose-wrong-axes"] if transpose != (-2, -1) else [])
+
+
+FUNCTIONS = _function_candidates()
+
+
+def explained(probe) -> frozenset:
+    """Every code that the smallest explaining combinations force, functions and module."""
+    store = probe.observations
+    if "composed" not in store:
+        found = set()
+        for fn, candidates in FUNCTIONS.items():
+            found |= _smallest(candidates, lambda mistake: behaves_like(calls(probe, fn), mistake))
+        found |= _module(probe, found)
+        store["composed"] = frozenset(found)
+    return store["composed"]
+
+
+def _smallest(candidates, explains) -> set:
+    """The codes shared by every explaining candidate of the smallest size."""
+    for size in sorted({len(codes) for codes, _ in candidates}):
+        hits = [codes for codes, mistake in candidates if len(codes) == size and explains(mistake)]
+        if hits:
+            return set(frozenset.intersection(*hits))
+    return set()
+
+
+def _module(probe, function_codes: set) -> set:
+    """Module mistakes (at most two on top of what its parts do) that explain its forwards."""
+    base = {}
+    for code in sorted(function_codes):
+        for switch in MODULE.get(code, [])[:1]:
+            base.update(switch)
+    plain = probe.observations.get("mha", [])
+    carried = probe.observations.get("carried_mha", [])
+    for observed, start in ((carried, {}), (plain, base), (plain, {})):
+        if not observed:
+            continue
+        found = _combinations(observed, start)
+        if found:
+            return found
+    return set()
+
+
+def _combinations(observed, start: dict) -> set:
+    singles = [(frozenset([code]), switch) for code, alts in MODULE.items() for switch in alts]
+    pairs = [(a | b, {**sa, **sb}) for (a, sa), (b, sb) in itertools.combinations(singles, 2)
+             if not set(sa) & set(sb)]
+    for candidates in (singles, pairs):
+        hits = [codes for codes, switch in candidates
+                if not set(switch) & set(start) and _forward_like(observed, **start, **switch)]
+        if hits:
+            return set(frozenset.intersection(*hits))
+    return set()
