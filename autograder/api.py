@@ -13,7 +13,7 @@ from . import checks as registry
 from . import carry, diagnoses, integrity, scoring, source_facts, submission, variants
 from .checks.module import forbidden_seen
 from .errors import UsageError
-from .model import Report, Status
+from .model import Fact, Report, Status
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
@@ -120,7 +120,8 @@ class Grader:
         if variant.seed is not None:
             notes.append(f"graded against the variant of student {variant.student}: its numbers "
                          f"and its seed (regrade with --student {variant.student})")
-        return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
+        return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes),
+                      _facts(facts, probe.observations))
 
     def _carry_forward(self, sub, sandbox, seed, variant, facts, results, seen: dict) -> list:
         """The failed checks graded again with the wrong parts answered by the reference
@@ -200,6 +201,20 @@ class Grader:
                               reference=registry.Side(reference), seed=seed,
                               has_cuda=self.has_cuda, device=self.device,
                               observations=observations, variant=variant)
+
+
+def _facts(source, observations: dict) -> tuple[Fact, ...]:
+    """The facts the structural verdicts rested on, each with who established it."""
+    changed = sorted({fn for fn, records in observations.get("calls", {}).items()
+                      if any(r.get("mutated") for _, r, _ in records)})
+    return (Fact("reaches for the grader's instruments", [str(f) for f in source.tampering],
+                 "source"),
+            Fact("forbidden built-ins named in the code", [str(f) for f in source.forbidden],
+                 "source"),
+            Fact("forbidden built-ins seen called", sorted(observations.get("forbidden", ())),
+                 "sandbox"),
+            Fact("functions that changed an input in place", changed, "grader"),
+            Fact("sandbox measurements trusted", not source.tampering, "grader"))
 
 
 def _fingerprint(value) -> str:

@@ -52,6 +52,18 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class Fact:
+    """One thing verdicts rest on, and who established it: ``source`` (the grader read the
+    submission's code), ``grader`` (computed by the grader from data it sent and got back),
+    or ``sandbox`` (measured inside the sandbox: trusted only while the code reaches for
+    none of the grader's instruments)."""
+
+    name: str
+    value: object          #: plain data: a list of strings, a bool, counts
+    established_by: str
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything the writers need; scores are derived, never stored twice."""
 
@@ -60,6 +72,7 @@ class Report:
     diagnoses: tuple[Diagnosis, ...] = ()
     seed: int = 0
     notes: tuple[str, ...] = ()    #: grader-level remarks: load problems, reduced isolation, rescaling
+    facts: tuple[Fact, ...] = ()   #: what the structural verdicts rest on, and who said so
 
     @property
     def max_score(self) -> float:
@@ -70,7 +83,7 @@ class Report:
         return round(sum(r.score for r in self.results), 2)
 
     def to_dict(self) -> dict:
-        """The SPEC's JSON object (plus the compatible extras ``seed`` and ``notes``)."""
+        """The SPEC's JSON object (plus the compatible extras ``seed``, ``notes``, ``facts``)."""
         return {
             "score": self.score,
             "max_score": self.max_score,
@@ -81,4 +94,6 @@ class Report:
             "submission": self.submission,
             "seed": self.seed,
             "notes": list(self.notes),
+            "facts": [{"name": f.name, "value": f.value, "established_by": f.established_by}
+                      for f in self.facts],
         }

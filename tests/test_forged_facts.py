@@ -211,6 +211,11 @@ def test_a_forged_fact_earns_nothing_and_is_named(grader, tmp_path, name):
     codes = {d["code"] for d in forged["diagnoses"]}
     assert "api.tampers-with-grader" in codes, (name, codes, forged["notes"])
     assert "api.tampers-with-grader" not in {d["code"] for d in honest["diagnoses"]}
+    facts = {f["name"]: f for f in forged["facts"]}      # who established what, in the report
+    assert facts["reaches for the grader's instruments"]["established_by"] == "source"
+    assert facts["reaches for the grader's instruments"]["value"]
+    assert facts["sandbox measurements trusted"]["value"] is False
+    assert {f["name"]: f["value"] for f in honest["facts"]}["sandbox measurements trusted"]
 
 
 def test_the_base_is_correct_and_clean(grader, tmp_path):
