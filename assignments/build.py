@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
-from autograder import parts, scoring
+from autograder import parts, public, scoring
 
 from . import narrative
 
@@ -241,6 +241,11 @@ None if __import__("os").environ.get("NBGRADER_EXECUTION") == "validate" else 0.
 {end}"""
 
 
+def _whole(n: float):
+    """``n`` as an int where it is one, so nbgrader shows "6", not "6.0"."""
+    return int(n) if float(n).is_integer() else n
+
+
 def _plural(n: float) -> str:
     return f"{n:g} point{'s' if n != 1 else ''}"
 
@@ -273,17 +278,20 @@ def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
     cells = [_markdown("title", narrative.TITLE), _markdown("setup", narrative.IMPORTS_TEXT),
              _code("imports", ref.imports, locked=True), _code("test_helpers", helpers, locked=True)]
     cells[-1].metadata["jupyter"] = {"source_hidden": True}
+    public_points = public.points(rubric)        # one definition of public: autograder.public
     for section in narrative.SECTIONS:
         cells.append(_markdown(f"section-{section.number}",
                                f"## {section.number}. {section.title}\n\n{section.text}"))
         for item in section.items:
-            points = f"{_plural(item.points)} of {parts.points(rubric)[item.api]:g}"
+            cell_points = _whole(public_points[item.api])
+            points = f"{_plural(cell_points)} of {parts.points(rubric)[item.api]:g}"
             test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
                     f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
             cells += [_markdown(f"task-{item.api}", item.text),
                       _code(item.api, ref.definitions[item.api], solution=True),
-                      _code(f"test_{item.api}", test, grade=True, locked=True, points=item.points)]
-            cells.append(hidden_test(item.api, item.points, rubric))
+                      _code(f"test_{item.api}", test, grade=True, locked=True, points=cell_points)]
+            if parts.points(rubric).get(item.api, 0) > cell_points:     # else every check is public
+                cells.append(hidden_test(item.api, cell_points, rubric))
     cells.append(hidden_test(parts.CONVENTIONS, 0, rubric))
     number, title, text = narrative.QUESTIONS_SECTION
     cells.append(_markdown(f"section-{number}", f"## {number}. {title}\n\n{text}"))

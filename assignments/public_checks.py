@@ -183,7 +183,7 @@ def check_concat_heads(concat_heads):
 
 
 def check_masked_softmax(masked_softmax):
-    """Does masked_softmax give masked keys weight 0, rows of valid length 0 all zeros, and leave scores alone?"""
+    """Does masked_softmax give masked keys weight 0 and rows of valid length 0 all zeros?"""
     expect_tensor("masked_softmax(scores = [[[0, ln 3]]])",
                   actual=masked_softmax(tensor([[[0, math.log(3)]]])), expected=tensor([[[0.25, 0.75]]]))
     expect_tensor("masked_softmax(zeros (2, 1, 4), valid_lens = [2, 4])",
@@ -200,10 +200,6 @@ def check_masked_softmax(masked_softmax):
                   actual=masked_softmax(torch.zeros(2, 2, 1, 2, dtype=torch.float64), torch.tensor([1, 2])),
                   expected=tensor([[[[1, 0]], [[1, 0]]], [[[0.5, 0.5]], [[0.5, 0.5]]]]),
                   hint="valid_lens[b] holds for every head of batch element b")
-    scores = tensor([[[1, 2, 3]]])
-    masked_softmax(scores, torch.tensor([1]))
-    expect_tensor("scores after masked_softmax(scores = [[[1, 2, 3]]], valid_lens = [1])",
-                  actual=scores, expected=tensor([[[1, 2, 3]]]), hint="do not modify the input in place")
 
 
 def check_attention_pool(attention_pool):
@@ -238,8 +234,6 @@ def check_MultiHeadAttention(MultiHeadAttention):
         layer = getattr(model, name, None)
         expect_instance(f"MultiHeadAttention(8, 3, d_total=12).{name}", actual=layer, expected=nn.Linear)
         expect_shape(f"MultiHeadAttention(8, 3, d_total=12).{name}.weight", actual=layer.weight, expected=shape)
-    expect_equal("number of parameters of MultiHeadAttention(8, 3, d_total=12) (4 * 8 * 12, no biases)",
-                 actual=sum(p.numel() for p in model.parameters()), expected=384)
     expect_raises("MultiHeadAttention(8, 3) (d_total = 8 is not divisible by 3 heads)",
                   ValueError, MultiHeadAttention, 8, 3)
 
