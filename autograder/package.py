@@ -113,14 +113,15 @@ def with_skipped_policy(text: str, skipped: str) -> str:
 TARGETS = (("Ubuntu 22.04", "3.10"), ("Ubuntu 24.04", "3.12"))
 
 
-def resolve_for_targets(pins: list[str], targets=TARGETS, *, pip=None) -> tuple[list[str], str]:
+def resolve_for_targets(pins: list[str], targets=TARGETS, *, pip=None,
+                        problems=None) -> tuple[list[str], str]:
     """(requirement lines, what was found): every pin checked against PyPI for each target
     Python (wheels only). A pin with no wheel for a target's Python is kept for the others,
     and the newest version that has one is pinned for that Python under a marker. Raises
     PackageError where a package has no wheel at all for a target's Python."""
     replaced: dict[str, dict[str, str]] = {}          # pin -> {python: other version}
     for image, python in targets:
-        answer = pin_problems(pins, python, pip=pip)
+        answer = (problems or pin_problems)(pins, python, pip=pip)
         if answer is None:
             return pins, ("Could not reach the package index to check the pins for "
                           + ", ".join(f"Python {v} ({i})" for i, v in targets)
