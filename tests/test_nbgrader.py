@@ -218,7 +218,10 @@ def test_release_holds_no_solution_and_no_hidden_test(course):
         assert secret not in text, secret
     nb = nbformat.read(release / "mha.ipynb", as_version=4)
     hidden = [cell for cell in nb.cells if grade_id(cell).startswith(parts.HIDDEN)]
-    assert len(hidden) == len(parts.PARTS) and all(cell.source.startswith("# Hidden tests of") for cell in hidden)
+    from autograder import public, scoring
+    rubric = scoring.load_rubric()      # a part whose checks are all public has no hidden cell
+    with_hidden = [p for p, v in parts.points(rubric).items() if v > public.points(rubric).get(p, 0)]
+    assert len(hidden) == len(with_hidden) and all(cell.source.startswith("# Hidden tests of") for cell in hidden)
 
 
 def test_feedback_shows_the_autograders_words_and_no_hidden_test(course):
