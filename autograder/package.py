@@ -1,17 +1,26 @@
-"""Bundles for the two places courses grade code: Gradescope and GitHub Classroom.
+"""Bundles for students and for the two places courses grade code: Gradescope and GitHub Classroom.
 
+    python -m autograder package student --output mha-kit/
     python -m autograder package gradescope --output autograder.zip
     python -m autograder package classroom --output mha-template/
 
+``student`` writes the kit students get, built from the build's outputs
+(``python -m assignments.build``): the notebook released as ``nbgrader generate_assignment``
+releases it (:func:`release_notebook`), the stub and the public tests of
+``assignments/stub/``, the README of ``assignments/kit/`` and the requirements (torch,
+numpy, pytest). It holds no hidden check and no solution: :func:`hidden_code_in` refuses
+to write one that does.
+
 ``gradescope`` writes the zip Gradescope's "Configure Autograder" page takes: at its root
 ``setup.sh`` and ``run_autograder`` (from ``assignments/gradescope/``), the grader and the
-reference (``autograder/``, ``solutions/``), the rubric in force, and
-``requirements.txt`` with the dependencies pinned to the versions installed here.
+reference (``autograder/``, ``solutions/``), the rubric in force (its policy for skipped
+checks set by ``--skipped``, "award" by default), and ``requirements.txt`` with the
+dependencies pinned to the versions installed here, checked against PyPI for the Python of
+each image Gradescope builds on (:data:`TARGETS`).
 
-``classroom`` writes the student repository's template: ``assignments/classroom/`` (the
-workflow, its grading script, the student README) plus the stub and public tests of
-``assignments/stub/``, the points of each public test and pinned requirements. It holds
-no hidden check and no solution: :func:`hidden_code_in` refuses to write one that does.
+``classroom`` writes the student repository's template: the student kit plus
+``assignments/classroom/`` (the workflow, its grading script, the Classroom README), the
+points of each public test (:func:`autograder.public.points`) and pinned requirements.
 
 Both read the sources of a checkout of this project, not an installed copy.
 """
