@@ -72,6 +72,9 @@ def test_kit_holds_no_solution_line_no_hidden_check_no_grader(kit):
     hidden = [c.name for c in checks.load_all().values() if c.hidden]
     assert hidden and not [(n, h) for n, text in texts.items() for h in hidden if h in text]
     assert not any(p.is_dir() for p in kit.iterdir())   # no autograder/, no solutions/
+    generated = build.generate()                        # the stub and tests: the build's, verbatim
+    assert texts["mha.py"] == generated[build.STUB]
+    assert texts["test_public.py"] == generated[build.PUBLIC_TESTS]
 
 
 def test_released_notebook_holds_only_stubs_public_tests_and_comments(kit):
