@@ -376,3 +376,33 @@ def test_package_refuses_a_template_with_grader_code(tmp_path):
     (tmp_path / "solutions" / "mha.py").write_text("x = 1\n")
     leaks = package.hidden_code_in(tmp_path)
     assert any("helper.py" in leak for leak in leaks) and any("solutions/mha.py" in l for l in leaks)
+
+
+PARSE_ALL = """
+import ast, sys, zipfile
+bad = []
+with zipfile.ZipFile(sys.argv[1]) as archive:
+    for name in archive.namelist():
+        if name.endswith(".py") and name != "autograder/examples/syntax_error.py":
+            try:
+                ast.parse(archive.read(name).decode("utf-8"), name)
+            except SyntaxError as e:
+                bad.append(f"{name}:{e.lineno}: {e.msg}")
+print("\\n".join(bad))
+sys.exit(1 if bad else 0)
+"""
+
+
+@pytest.mark.parametrize("python", ["3.10", "3.12"])
+def test_bundle_sources_parse_on_ubuntu_pythons(bundle, python):
+    """Does every Python file of the bundle parse with the Python of Ubuntu 22.04 (3.10) and
+    24.04 (3.12), so that setup.sh's final `autograder checks` can run there?"""
+    interpreter = shutil.which(f"python{python}")
+    if interpreter is None:
+        pytest.skip(f"no python{python} on this machine")
+    env = dict(os.environ, PYENV_VERSION=python)
+    done = subprocess.run([interpreter, "-c", PARSE_ALL, str(bundle)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    if "command not found" in done.stderr or "is not installed" in done.stderr:
+        pytest.skip(f"python{python} is a shim without an interpreter: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stdout + done.stderr
