@@ -125,7 +125,7 @@ def _overview(report, notes: list[str], *, diagnoses: list) -> str:
     for r in report.results:
         if r.status.value == "skipped":
             handled = ("its points were awarded" if r.score >= r.max_score > 0 else
-                       "it counts for no points" if r.max_score <= 0 else
+                       "its points were shared out over the other checks" if r.max_score <= 0 else
                        f"it earned {r.score:g} of {r.max_score:g} points")
             lines.append(f"{clean(r.name)} did not run here ({clean(r.feedback)}); {handled}.")
     if diagnoses:
