@@ -8,7 +8,8 @@ Sources (the only files an instructor edits):
 * ``solutions/mha.py``: the code; its ``### BEGIN SOLUTION`` … ``### END SOLUTION`` regions
   are what students write;
 * ``assignments/public_checks.py``: the public checks, one ``check_<name>`` per API name;
-* ``assignments/narrative.py``: the notebook's text, sections and written questions;
+* ``assignments/narrative.py``: the notebook's text, sections, numeric and written questions;
+* ``assignments/figures.py``: the notebook's figures (embedded as SVG) and its drawing helper;
 * ``autograder/rubric.toml``: the points of the hidden test cells (``autograder.parts``).
 
 Generated files:
@@ -18,14 +19,20 @@ Generated files:
 * ``assignments/stub/test_public.py``: the public checks plus one pytest test per check;
 * ``assignments/source/mha/mha.ipynb``: the nbgrader source notebook: the narrative, one
   graded cell per API name (verbatim from the reference, markers included), each followed
-  by its public test cell and its hidden test cell, and the written questions as manually
-  graded answer cells. A hidden test cell holds the rest of its part's rubric points; the
+  by its public test cell and its hidden test cell; the numeric questions' answer cell and
+  its hidden test cell; the written questions as manually graded task cells, each with a
+  model answer and a rubric in a mark scheme region, and an answer cell under it. Its
+  numbers are those of the default variant (``autograder.variants``); ``release`` gives a
+  student's own. A hidden test cell holds the rest of its part's rubric points; the
   autograder scores both cells of a part (``autograder/nbgrader_plugin.py``).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import base64
+import inspect
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +40,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
-from autograder import parts, public, scoring
+from autograder import parts, public, scoring, variants
 
 from . import narrative
 
@@ -211,10 +218,11 @@ def public_tests(checks: Checks, order: list[str]) -> str:
     return f"{narrative.PUBLIC_TESTS_DOCSTRING}\n{body}\n{TEST_HARNESS}{tests}"
 
 
-def _meta(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
+def _meta(grade_id: str, *, solution=False, grade=False, locked=False, task=False,
+          points=None) -> dict:
     """nbgrader cell metadata, schema 3."""
     meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-            "solution": solution, "task": False}
+            "solution": solution, "task": task}
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -240,6 +248,9 @@ HIDDEN_TEST = """\
 None if __import__("os").environ.get("NBGRADER_EXECUTION") == "validate" else 0.0
 {end}"""
 
+WHAT = {parts.CONVENTIONS: "the conventions (inputs unchanged, cost parity, any device and dtype)",
+        parts.QUESTIONS: "the numeric questions of section 7 (against your own numbers)"}
+
 
 def _whole(n: float):
     """``n`` as an int where it is one, so nbgrader shows "6", not "6.0"."""
@@ -259,46 +270,107 @@ def hidden_test(part: str, public_points: int, rubric: scoring.Rubric) -> nbform
                          f"{_plural(public_points)} of its public test cell in assignments/narrative.py")
     points = (f"{_plural(total - public_points)} of its {total:g} (the public test cell above "
               f"holds the other {public_points})" if public_points else _plural(total))
-    what = part if part != parts.CONVENTIONS else (
-        "the conventions (inputs unchanged, cost parity, any device and dtype)")
     listed = "\n".join(f"#   {name} ({value:g})" for name, value in rubric.points.items()
                        if value > 0 and parts.part_of(name) == part)
-    source = HIDDEN_TEST.format(what=what, points=points, begin=HIDDEN_BEGIN, end=HIDDEN_END,
-                                checks=listed)
+    source = HIDDEN_TEST.format(what=WHAT.get(part, part), points=points, begin=HIDDEN_BEGIN,
+                                end=HIDDEN_END, checks=listed)
     hidden = total - public_points
     return _code(parts.HIDDEN + part, source, grade=True, locked=True,
                  points=int(hidden) if float(hidden).is_integer() else hidden)
 
 
-def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
-    """The nbgrader source notebook: narrative, graded cells, public and hidden tests, written
-    questions."""
+#: The figures embedded as attachments: the cell they belong to, the file name, the drawing.
+FIGURES = {"block": ("block_diagram.svg", "block_diagram"), "split": ("split_diagram.svg", "split_diagram")}
+SPLIT_CAPTION = r"""![Figure 2](attachment:split_diagram.svg)
+
+*Figure 2.* `split_heads` on one batch element with $n = 3$, $M = 3$, $p = 2$: the numbers
+follow each entry. Head $j$ keeps every position, and only its own columns
+$[\,jp, (j+1)p\,)$; `concat_heads` (section 5) is the way back."""
+
+
+def _attach(cell, figure: str, draw: bool) -> None:
+    """Embed a figure of ``assignments.figures`` as the cell's SVG attachment (base64).
+    ``draw`` False leaves the data empty: ``--check`` compares everything but the pictures'
+    bytes, which depend on the matplotlib version (their source is ``figures.py``)."""
+    name, function = FIGURES[figure]
+    data = ""
+    if draw:
+        try:
+            from . import figures
+        except ImportError as e:                          # pragma: no cover - matplotlib missing
+            raise BuildError(f"drawing the notebook's figures needs matplotlib: {e}") from None
+        data = base64.b64encode(getattr(figures, function)().encode()).decode()
+    cell.attachments = {name: {"image/svg+xml": data}}
+
+
+def _helper_source(function) -> str:
+    """A helper of ``assignments.figures``, verbatim, for a notebook cell."""
+    return inspect.getsource(function).rstrip()
+
+
+def _task(question: narrative.Question) -> str:
+    """A written question's task cell: the prompt, then its model answer and rubric in a mark
+    scheme region (nbgrader cuts it from the release and puts it back for the graders)."""
+    criteria = "\n".join(f"- **{_plural(points)}:** {text}" for points, text in question.rubric)
+    return (f"{question.prompt}\n\n*{_plural(question.points)}, graded by hand; write your "
+            f"answer in the cell below.*\n\n### BEGIN MARK SCHEME\n**Model answer.** "
+            f"{question.answer}\n\n**Rubric ({_plural(question.points)}).**\n\n{criteria}\n"
+            "### END MARK SCHEME")
+
+
+def notebook(ref: Reference, checks: Checks, variant=variants.DEFAULT, *,
+             figures: bool = True) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of a variant: narrative, figures, graded cells, public and
+    hidden tests, numeric questions, written questions with their mark schemes."""
     rubric = scoring.load_rubric()
+    values = variant.values()
+
+    def text(source: str) -> str:
+        try:
+            return narrative.render(source, values)
+        except KeyError as e:
+            raise BuildError(f"assignments/narrative.py: {e.args[0]}") from None
+
     helpers = "# Helpers for the public test cells. Run this cell; do not edit it.\n\n" + checks.helpers
-    cells = [_markdown("title", narrative.TITLE), _markdown("setup", narrative.IMPORTS_TEXT),
-             _code("imports", ref.imports, locked=True), _code("test_helpers", helpers, locked=True)]
-    cells[-1].metadata["jupyter"] = {"source_hidden": True}
+    from . import figures as drawings
+    cells = [_markdown("title", text(narrative.TITLE)), _markdown("setup", narrative.IMPORTS_TEXT),
+             _code("imports", ref.imports, locked=True), _code("test_helpers", helpers, locked=True),
+             _code("figure_helpers", narrative.HEADS_HELPER + _helper_source(drawings.show_heads),
+                   locked=True)]
+    _attach(cells[0], "block", figures)
+    for cell in cells[-2:]:
+        cell.metadata["jupyter"] = {"source_hidden": True}
     public_points = public.points(rubric)        # one definition of public: autograder.public
     for section in narrative.SECTIONS:
+        body = f"## {section.number}. {section.title}\n\n{text(section.text)}"
         cells.append(_markdown(f"section-{section.number}",
-                               f"## {section.number}. {section.title}\n\n{section.text}"))
+                               body + (f"\n\n{SPLIT_CAPTION}" if section.figure else "")))
+        if section.figure:
+            _attach(cells[-1], section.figure, figures)
         for item in section.items:
             cell_points = _whole(public_points[item.api])
             points = f"{_plural(cell_points)} of {parts.points(rubric)[item.api]:g}"
             test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
                     f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
-            cells += [_markdown(f"task-{item.api}", item.text),
+            cells += [_markdown(f"task-{item.api}", text(item.text)),
                       _code(item.api, ref.definitions[item.api], solution=True),
                       _code(f"test_{item.api}", test, grade=True, locked=True, points=cell_points)]
             if parts.points(rubric).get(item.api, 0) > cell_points:     # else every check is public
                 cells.append(hidden_test(item.api, cell_points, rubric))
+    cells += [_markdown("figure-heads", narrative.HEADS_FIGURE),
+              _code("show_heads", narrative.HEADS_CALL, locked=True)]
     cells.append(hidden_test(parts.CONVENTIONS, 0, rubric))
-    number, title, text = narrative.QUESTIONS_SECTION
-    cells.append(_markdown(f"section-{number}", f"## {number}. {title}\n\n{text}"))
+    number, title, intro = narrative.NUMERIC_SECTION
+    cells += [_markdown(f"section-{number}", f"## {number}. {title}\n\n{text(intro)}"),
+              _code(narrative.NUMERIC_GRADE_ID, text(narrative.NUMERIC_CELL), solution=True),
+              hidden_test(parts.QUESTIONS, 0, rubric)]
+    number, title, intro = narrative.QUESTIONS_SECTION
+    cells.append(_markdown(f"section-{number}", f"## {number}. {title}\n\n{intro}"))
     for question in narrative.QUESTIONS:
-        cells += [_markdown(f"{question.grade_id}_prompt", question.prompt, locked=True),
-                  _markdown(question.grade_id, question.answer, solution=True, grade=True,
-                            points=question.points)]
+        points = question.points
+        cells += [_markdown(question.grade_id, _task(question), task=True, locked=True,
+                            points=int(points) if float(points).is_integer() else points),
+                  _markdown(f"{question.grade_id}-answer", narrative.ANSWER_CELL)]
     nb = v4.new_notebook(cells=cells, metadata={"kernelspec": KERNELSPEC,
                                                 "language_info": {"name": "python"}})
     for cell in nb.cells:
@@ -310,8 +382,33 @@ def notebook(ref: Reference, checks: Checks) -> nbformat.NotebookNode:
     return nb
 
 
-def generate() -> dict[Path, str]:
-    """Every generated file's path (relative to the repository) and text, from the sources."""
+#: What nbgrader's generate_assignment does to the source notebook, less what needs a course
+#: (the gradebook, header and footer); the stubs are the course's (nbgrader_config.py).
+CODE_STUB = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+TEXT_STUB = "YOUR ANSWER HERE"
+
+
+def release(variant=variants.DEFAULT) -> nbformat.NotebookNode:
+    """The released notebook of one variant: what ``nbgrader generate_assignment`` gives a
+    student, with that student's numbers (``python -m autograder variant STUDENT``)."""
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme,
+                                        ClearOutput, ClearSolutions, ComputeChecksums, LockCells)
+    ref = read_reference((ROOT / SOLUTION).read_text(encoding="utf-8"))
+    checks = read_checks((ROOT / CHECKS).read_text(encoding="utf-8"))
+    nb = notebook(ref, checks, variant)
+    steps = [LockCells(), ClearSolutions(code_stub=CODE_STUB, text_stub=TEXT_STUB), ClearOutput(),
+             CheckCellMetadata(), ComputeChecksums(), ClearHiddenTests(), ClearMarkScheme(),
+             ComputeChecksums(), CheckCellMetadata()]
+    resources = {"nbgrader": {"notebook": Path(narrative.NOTEBOOK_NAME).stem, "assignment": "mha"}}
+    for step in steps:
+        nb, resources = step.preprocess(nb, resources)
+    nb.metadata["mha_variant"] = {"student": variant.student}
+    return nb
+
+
+def generate(*, figures: bool = True) -> dict[Path, str]:
+    """Every generated file's path (relative to the repository) and text, from the sources;
+    ``figures`` False leaves the pictures' bytes out (what ``--check`` compares)."""
     ref = read_reference((ROOT / SOLUTION).read_text(encoding="utf-8"))
     checks = read_checks((ROOT / CHECKS).read_text(encoding="utf-8"))
     order = [item.api for section in narrative.SECTIONS for item in section.items]
@@ -321,13 +418,30 @@ def generate() -> dict[Path, str]:
             raise BuildError(f"the {what} cover {sorted(names)}, but {SOLUTION} has {sorted(ref.api)}")
     return {STUB: stub_module(ref),
             PUBLIC_TESTS: public_tests(checks, order),
-            NOTEBOOK: nbformat.writes(notebook(ref, checks)) + "\n"}
+            NOTEBOOK: nbformat.writes(notebook(ref, checks, figures=figures)) + "\n"}
+
+
+def comparable(path: Path, text: str) -> str:
+    """What ``--check`` compares: the text, less the notebook's pictures' bytes (drawn from
+    ``assignments/figures.py``, they differ between matplotlib versions)."""
+    if path != NOTEBOOK:
+        return text
+    try:
+        nb = json.loads(text)
+        for cell in nb.get("cells", []):
+            for bundle in cell.get("attachments", {}).values():
+                for mime in bundle:
+                    bundle[mime] = ""
+        return json.dumps(nb, sort_keys=True)
+    except (ValueError, AttributeError):
+        return text
 
 
 def stale_files(outputs: dict[Path, str], root: Path) -> list[Path]:
     """The generated files under ``root`` that are missing or differ from ``outputs``."""
     return [path for path, text in outputs.items()
-            if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text]
+            if not (root / path).is_file()
+            or comparable(path, (root / path).read_text(encoding="utf-8")) != comparable(path, text)]
 
 
 def main(argv: list[str] | None = None, *, root: Path = ROOT) -> int:
@@ -337,15 +451,16 @@ def main(argv: list[str] | None = None, *, root: Path = ROOT) -> int:
                         help="write nothing; exit 1 if a generated file is missing or out of date")
     args = parser.parse_args(argv)
     try:
-        outputs = generate()
+        outputs = generate(figures=not args.check)
     except BuildError as error:
         print(f"assignments.build: {error}", file=sys.stderr)
         return 1
     stale = stale_files(outputs, root)
     if args.check:
         for path in stale:
-            print(f"{path} is out of date with {SOLUTION}, {CHECKS} and assignments/narrative.py; "
-                  "regenerate it with: python -m assignments.build", file=sys.stderr)
+            print(f"{path} is out of date with {SOLUTION}, {CHECKS}, assignments/narrative.py "
+                  "and assignments/figures.py; regenerate it with: python -m assignments.build",
+                  file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
         (root / path).parent.mkdir(parents=True, exist_ok=True)

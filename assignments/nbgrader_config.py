@@ -7,6 +7,7 @@ The source notebook ``source/mha/mha.ipynb`` is generated: edit ``solutions/mha.
 """
 import os
 import sys
+import warnings
 
 c = get_config()  # noqa: F821 -- nbgrader defines get_config when it loads this file
 
@@ -22,14 +23,15 @@ c.CourseDirectory.course_id = "mha"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# The notebook imports torch and runs small examples: generous, but finite.
-c.Execute.timeout = 120
-
-# Autograding: the autograder, not the student's kernel, scores every autograded cell.
-# TrustedGrades (autograder/nbgrader_plugin.py) runs before SaveAutoGrades: it grades the
-# notebook's code in the autograder's sandbox and writes each test cell's score and feedback
-# from that report, so nothing a student cell patches in the kernel counts. The autograder
-# must be importable here: installed (pip install -e REPO), or this is REPO/assignments.
+# Autograding never runs the student's notebook: nbgrader's kernel would run the student's
+# cells as the user who grades, able to write the grader's files or print what it can read.
+# plugin.autograde_preprocessors() puts SealedNotebook in the place of nbgrader's Execute (no
+# kernel; every output cleared; each autograded cell scores 0 until the autograder scores it)
+# and TrustedGrades before SaveAutoGrades: it grades the notebook's code in the autograder's
+# sandbox (autograder/nbgrader_plugin.py) and writes each test cell's score and feedback from
+# that report. The autograder must be importable here: installed (pip install -e REPO), or
+# this is REPO/assignments. It is imported now, before nbgrader reads any submission, and
+# loads its modules from source only (never a __pycache__ file: autograder/__init__.py).
 try:
     import autograder.nbgrader_plugin as plugin
 except ImportError:
@@ -38,7 +40,33 @@ except ImportError:
 c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
 c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
 c.TrustedGrades.device = "auto"    # the GPU checks run where there is one
-# A test cell deleted from a submission comes back (and is scored), instead of scoring nothing.
+# Per-student variants (autograder/variants.py): each student's numbers (worked examples,
+# numeric questions) and hidden inputs derive from their id and this secret, so answers do
+# not travel; autograde grades each student against their own (their seed replaces `seed`).
+# The secret is the course's: put it here in the course's copy of this file (which nbgrader
+# never releases; keep it out of anything students can read) or in $MHA_VARIANT_SECRET.
+# Empty: variants are off, every student gets the numbers of the generic release.
+# Give each student their own notebook: python -m autograder variant STUDENT --output DIR
+# --course-config nbgrader_config.py (it writes what generate_assignment releases, with
+# that student's numbers).
+c.TrustedGrades.variant_secret = os.environ.get("MHA_VARIANT_SECRET", "")
+# The course's locked cells are put back in each submission. The hidden test cells are released
+# without their hidden tests, so nbgrader would warn "checksum has changed!" for each of them,
+# for every student (nbgrader #1961); QuietOverwriteCells says it in one line instead. A test
+# cell deleted from a submission comes back (and is scored), instead of scoring nothing.
+c.Autograde.sanitize_preprocessors = plugin.sanitize_preprocessors()
 c.OverwriteCells.add_missing_cells = True
-# Feedback: the cells' outputs are the autograder's feedback; the hidden tests' source is cut.
+# nbgrader's gradebook code trips SQLAlchemy 2's "not in session" warnings on every autograde
+# (upstream; the grades are saved all the same, as tests/test_nbgrader.py checks).
+warnings.filterwarnings("ignore", message="Object of type <Submitted", module="nbgrader")
+# Feedback: outputs only on the autograded cells (the autograder's feedback), the hidden
+# tests' source cut, nbgrader's markers in the student's text neutralised, the helper cell
+# folded to one line.
 c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()
+plugin.feedback_template(c)        # nbgrader's page, each autograded cell named in its contents
+# Manual grading: each written question is a "manually graded task" whose model answer and
+# rubric sit in a mark scheme region: cut from the release, back in the autograded notebook
+# (for the graders, in formgrader), so the feedback shows the student how they were marked.
+# To keep the model answers and rubrics out of the students' feedback as well, add:
+#   from nbgrader.preprocessors import ClearMarkScheme
+#   c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors() + [ClearMarkScheme]

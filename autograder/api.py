@@ -10,19 +10,24 @@ from pathlib import Path
 import torch
 
 from . import checks as registry
-from . import diagnoses, integrity, scoring, source_facts, submission
+from . import carry, diagnoses, integrity, scoring, source_facts, submission, variants
+from .checks.module import forbidden_seen
 from .errors import UsageError
-from .model import Report
+from .model import Report, Status
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
+#: The probes that run the student's parts and module, where carried parts are answered.
+CARRIED_PROBES = ("call", "mha", "mha_loads")
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
-#: Memory of one sandbox's processes together, watched by the zygote; on CPU runs also each
+#: Memory of one sandbox's processes together, watched by the zygote and, where the machine
+#: allows, limited by a cgroup of its own (shared memory included); on CPU runs also each
 #: process's address space (RLIMIT_AS clashes with CUDA's virtual reservations: STYLE 3.1).
+#: A Grader may be given less (``memory_bytes``: tests keep memory attacks cheap).
 MEMORY = 4 << 30
 #: Wall-clock limits in seconds, on the grader's clock: importing the submission, one probe,
 #: one group of checks, the whole submission. A Grader copies them (tests shorten them).
@@ -33,7 +38,7 @@ class Grader:
     """Holds what grading many submissions shares: the zygote, the rubric, the reference cache."""
 
     def __init__(self, *, rubric=None, device: str = "auto", public_only: bool = False,
-                 seed: int | None = None, hide=()):
+                 seed: int | None = None, hide=(), memory_bytes: int = MEMORY):
         torch.set_num_threads(1)   # tiny tensors: threads only add overhead (and spin under load)
         self.checks = registry.load_all()
         self.rubric = scoring.load_rubric(rubric, known=set(self.checks))
@@ -46,11 +51,12 @@ class Grader:
         self.hide = [str(PROJECT / d) for d in ("autograder", "solutions", "tests", "assignments",
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]
         self.timeouts = dict(TIMEOUTS)
+        self.memory = int(memory_bytes)
         self._reference_cache: dict = {}
         # The reference seeds torch's global RNG (probes.build): threads sharing this Grader
         # (autograder.batch) must not interleave there, or the reference values would change.
         self._reference_lock = threading.Lock()
-        self._zygote = Zygote(hide=self.hide, memory_bytes=MEMORY)   # boots in the background
+        self._zygote = Zygote(hide=self.hide, memory_bytes=self.memory)   # boots in the background
         self._warm = False
         self._trusted: dict | None = None
 
@@ -65,36 +71,80 @@ class Grader:
         return [c for c in self.checks.values() if self.rubric.enabled(c.name)
                 and not (self.public_only and c.hidden)]
 
-    def grade(self, path) -> Report:
+    def grade(self, path, variant: variants.Variant | None = None) -> Report:
+        """Grade one submission; ``variant``: the student's own numbers and seed (default:
+        ``variants.DEFAULT`` and this Grader's seed)."""
         sub = submission.load(path)
+        variant = variant or variants.DEFAULT
+        seed = self.seed if variant.seed is None else variant.seed
         facts = source_facts.read(sub.source, self._trusted_cells()) if not sub.problem \
             else source_facts.SourceFacts()
         sandbox = self._sandbox(sub)
         try:
-            probe = self._probe(sub, sandbox)
+            probe = self._probe(sub, sandbox, seed, variant)
             probe.observations["source"] = facts
-            results, passed = [], set()
+            # a check the rubric disables (or --public-only leaves out) holds back nothing
+            results, passed = [], {c for c in self.checks} - {c.name for c in self.selected()}
+            # The numeric questions are the notebook's: a .py module is not asked them.
+            asked = sub.name.endswith(".ipynb")
             for check in self.selected():
+                if check.group == "questions" and not asked:
+                    continue
                 probe.observations["current"] = check.name
                 results.append(run_check(check, probe, self.rubric.points[check.name], passed,
                                          self.has_cuda))
-            found = diagnoses.diagnose(probe, results)
+            strict = results
+            if sandbox is not None and not sub.problem:
+                results = self._carry_forward(sub, sandbox, seed, variant, facts, results,
+                                              probe.observations)
+            found = diagnoses.diagnose(probe, strict)
+            if not self.rubric.carry_forward:
+                results = strict
         finally:
             if sandbox is not None:
                 sandbox.close()
-        forbidden = bool(probe.observations.get("forbidden") or facts.forbidden)
+        forbidden = bool(forbidden_seen(probe.observations))
         untrusted = frozenset(c.name for c in self.selected() if c.instruments) \
             if facts.tampering else frozenset()
         results, notes = scoring.score(results, self.rubric, forbidden=forbidden,
                                        untrusted=untrusted,
                                        tampering="; ".join(map(str, facts.tampering[:3])))
-        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes
+        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes + \
+            probe.observations.get("grader_faults", [])      # runner.grader_fault
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:
             notes.insert(0, "the submission defines none of the API names ("
                          + ", ".join(submission.API) + "), so every check errs")
-        return Report(sub.name, tuple(results), tuple(found), self.seed, tuple(notes))
+        if variant.seed is not None:
+            notes.append(f"graded against the variant of student {variant.student}: its numbers "
+                         f"and its seed (regrade with --student {variant.student})")
+        return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes))
+
+    def _carry_forward(self, sub, sandbox, seed, variant, facts, results, seen: dict) -> list:
+        """The failed checks graded again with the wrong parts answered by the reference
+        (error carried forward): what passes then lost points only through those parts. The
+        module's runs graded so go to ``seen["carried_mha"]`` (its own mistakes, alone, for
+        the diagnoses), whatever the rubric then does with the points."""
+        wrong = carry.wrong_parts(results)
+        by_name = {r.name: r for r in results}
+        redo = [c for c in self.selected() if c.name in by_name
+                and by_name[c.name].status in (Status.FAILED, Status.ERROR)
+                and carry.parts_for(c.name, wrong)]
+        if not wrong or not redo:
+            return results
+        probe = self._probe(sub, sandbox, seed, variant, carried=True)
+        probe.observations["source"] = facts
+        passed = {r.name for r in results if r.status is Status.PASSED} | (
+            set(self.checks) - {c.name for c in self.selected()})
+        for check in redo:
+            parts = carry.parts_for(check.name, wrong)
+            probe.observations.update(current=check.name, carry=parts)
+            again = run_check(check, probe, self.rubric.points[check.name], passed, self.has_cuda)
+            if again.status is Status.PASSED:
+                by_name[check.name] = carry.note(again, parts)
+        seen["carried_mha"] = probe.observations.get("mha", [])
+        return [by_name[r.name] for r in results]
 
     def _trusted_cells(self) -> dict:
         """The released notebook's own setup cells (imports, test helpers), read once."""
@@ -108,21 +158,25 @@ class Grader:
         if not self._warm:     # the reference side's lazy imports, while the zygote boots
             probes.warm_up()
             self._warm = True
-        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=MEMORY)
+        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=self.memory)
         config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
-                  "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+                  "memory_bytes": self.memory, "host_uid": os.getuid(), "host_gid": os.getgid()}
         t = self.timeouts
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
 
-    def _probe(self, sub, sandbox) -> registry.Probe:
+    def _probe(self, sub, sandbox, seed: int, variant, carried: bool = False) -> registry.Probe:
+        """Both sides seen through probes. ``carried``: the student's module (or part) is run
+        with the parts in ``observations["carry"]`` answered by the reference (``carry``)."""
         observations: dict = {}
 
         def student(name, group, kwargs):
             if sandbox is None:
                 raise StudentError(sub.problem)
+            parts = observations.get("carry") if carried and name in CARRIED_PROBES else None
             try:
-                return sandbox.probe(name, group=group, **kwargs)
+                return sandbox.probe(name, group=group, **kwargs,
+                                     **({"carry": (parts, carry.answer)} if parts else {}))
             finally:
                 hits = getattr(sandbox, "forbidden", None)
                 if hits:
@@ -130,7 +184,7 @@ class Grader:
                     sandbox.forbidden = []
 
         def reference(name, group, kwargs):
-            key = (self.seed, observations.get("current"), name, _fingerprint(kwargs))
+            key = (seed, observations.get("current"), name, _fingerprint(kwargs))
             with self._reference_lock:
                 if key not in self._reference_cache:
                     import solutions
@@ -141,9 +195,9 @@ class Grader:
         # A submission that could not be imported: every check gets the import's message.
         names = None if sandbox is None or sandbox.load_problem else sandbox.names
         return registry.Probe(student=registry.Side(student, names),
-                              reference=registry.Side(reference), seed=self.seed,
+                              reference=registry.Side(reference), seed=seed,
                               has_cuda=self.has_cuda, device=self.device,
-                              observations=observations)
+                              observations=observations, variant=variant)
 
 
 def _fingerprint(value) -> str:

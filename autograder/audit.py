@@ -7,6 +7,11 @@ autograded cells exactly as ``TrustedGrades`` does (``autograder.parts``), with 
 rubric and device of the course's ``nbgrader_config.py``. A cell differs when its gradebook
 score (a grader's manual score if there is one, else the autograder's) is more than half a
 cent away. Nothing here writes to the gradebook.
+
+Before re-grading, the whole grader is imported and its bytecode checked
+(``autograder.integrity``): planted bytecode (a ``.pyc`` Python would run in place of its
+source, or a code file with no source) stops the audit with the files named; stale and
+orphaned ``.pyc`` files (never loaded) are listed in the result.
 """
 from __future__ import annotations
 
@@ -18,8 +23,9 @@ import nbformat
 from nbgrader.api import Gradebook
 from traitlets.config.loader import PyFileConfigLoader
 
-from . import parts
-from .nbgrader_plugin import TrustedGrades, grade_notebook, hideable, shared_grader
+from . import integrity, parts, variants
+from .nbgrader_plugin import (TrustedGrades, grade_notebook, hideable, load_whole_grader,
+                              shared_grader)
 from .sandbox.host import GraderError
 
 TOLERANCE = 0.005
@@ -37,11 +43,13 @@ class Audit:
     submissions: list = field(default_factory=list)   #: one dict per student and notebook
     differences: list = field(default_factory=list)   #: the submissions that differ, with cells
     failures: list = field(default_factory=list)      #: (who, why): not re-graded
+    bytecode: list = field(default_factory=list)      #: integrity.Finding: stale, orphaned
 
     def to_dict(self) -> dict:
         return {"course": self.course, "seed": self.seed, "rubric": self.rubric,
                 "submissions": self.submissions, "differences": self.differences,
-                "failures": [{"submission": who, "error": why} for who, why in self.failures]}
+                "failures": [{"submission": who, "error": why} for who, why in self.failures],
+                "bytecode": [f.to_dict() for f in self.bytecode]}
 
 
 def settings(course: Path) -> dict:
@@ -52,6 +60,7 @@ def settings(course: Path) -> dict:
     ours = TrustedGrades(config=cfg)
     where = cfg.CourseDirectory
     return {"seed": ours.seed, "rubric": ours.rubric, "device": ours.device,
+            "variant_secret": ours.variant_secret,
             "db_url": where.get("db_url") or f"sqlite:///{course / 'gradebook.db'}",
             "course_id": where.get("course_id") or "default_course"}
 
@@ -67,6 +76,9 @@ def run(course, *, seed=None, rubric=None, device=None, assignment=None) -> Audi
         raise AuditError(f"{course} has no gradebook ({chosen['db_url']}): run nbgrader "
                          "generate_assignment and autograde first")
     audit = Audit(str(course), chosen["seed"], chosen["rubric"] or "autograder/rubric.toml")
+    load_whole_grader()
+    integrity.refuse_planted()
+    audit.bytecode = integrity.bytecode_findings()
     grader = shared_grader(chosen["seed"], chosen["rubric"], chosen["device"],
                            hide=hideable([course]))
     with Gradebook(chosen["db_url"], chosen["course_id"]) as gb:
@@ -78,18 +90,20 @@ def run(course, *, seed=None, rubric=None, device=None, assignment=None) -> Audi
                 maxima = {c.name: float(c.max_score) for c in notebook.grade_cells
                           if parts.cell_part(c.name)}
                 if maxima:
-                    _audit_notebook(gb, course, name, notebook.name, maxima, grader, audit)
+                    _audit_notebook(gb, course, name, notebook.name, maxima, grader, audit,
+                                    chosen["variant_secret"])
     return audit
 
 
-def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit) -> None:
+def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit, secret="") -> None:
     source = nbformat.read(course / "source" / assignment / f"{notebook}.ipynb", as_version=4)
     for sub in gb.find_assignment(assignment).submissions:
         student = sub.student.id
         who = f"{student} {assignment}/{notebook}.ipynb"
         path = course / "submitted" / student / assignment / f"{notebook}.ipynb"
         try:
-            regraded = regrade(path, source, maxima, grader)
+            variant = variants.derive(student, secret) if secret else None   # as autograde did
+            regraded = regrade(path, source, maxima, grader, variant)
         except (GraderError, OSError, ValueError) as e:
             audit.failures.append((who, str(e)))
             continue
@@ -109,12 +123,12 @@ def _audit_notebook(gb, course, assignment, notebook, maxima, grader, audit) -> 
             audit.differences.append(dict(entry, cells=differing))
 
 
-def regrade(path: Path, source, maxima: dict, grader) -> dict[str, float]:
+def regrade(path: Path, source, maxima: dict, grader, variant=None) -> dict[str, float]:
     """Our cells' scores for one submitted notebook (all 0 when it was not handed in)."""
     if not path.is_file():
         return {name: 0.0 for name in maxima}
     nb = restore_locked(nbformat.read(path, as_version=4), source)
-    return parts.cell_scores(grade_notebook(nb, path.name, grader), maxima)
+    return parts.cell_scores(grade_notebook(nb, path.name, grader, variant), maxima)
 
 
 def restore_locked(nb, source):
@@ -159,6 +173,11 @@ def describe(audit: Audit) -> str:
             was = "missing" if c["gradebook"] is None else f"{c['gradebook']:g}"
             lines.append(f"      {c['cell']}: gradebook {was}"
                          f"{' (manual)' if c['manual'] else ''}, re-graded {c['regraded']:g}")
+    if audit.bytecode:
+        named = ", ".join(f.path for f in audit.bytecode[:5])
+        lines.append(f"  {len(audit.bytecode)} stale or orphaned .pyc file(s) in the grader, never "
+                     f"loaded (out of date, or without a source): {named}"
+                     + (" …" if len(audit.bytecode) > 5 else ""))
     for who, why in audit.failures:
         lines.append(f"  not re-graded: {who}: {why}")
     return "\n".join(lines) + "\n"

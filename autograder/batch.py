@@ -32,11 +32,12 @@ class Summary:
 
 
 def run(root, out, *, seed=None, rubric=None, device="auto", assignment=None,
-        executor=None, progress=None) -> Summary:
+        executor=None, progress=None, secret: str = "") -> Summary:
     """Grade every submission below ``root`` not yet graded into ``out``.
 
     ``executor(options)`` returns an object with ``run(tasks)`` (yielding ``(task, outcome)``
-    as they finish) and ``close()``; the default grades here, in threads.
+    as they finish) and ``close()``; the default grades here, in threads. With the course's
+    ``secret``, each student is graded against their own variant (``autograder.variants``).
     """
     root, out = Path(root).resolve(), Path(out).resolve()
     if not root.is_dir():
@@ -53,7 +54,7 @@ def run(root, out, *, seed=None, rubric=None, device="auto", assignment=None,
         for job, why in unreadable:
             _record_failure(out, job, why, summary)
         options = {"seed": chosen["seed"], "device": device, "hide": [str(root), str(out)],
-                   "rubric_text": chosen["rubric_text"]}
+                   "rubric_text": chosen["rubric_text"], "secret": secret}
         _grade(todo, out, options, executor, progress, summary)
         outfolder.write_grades(out, jobs)
     return summary
@@ -65,9 +66,9 @@ def _grade(todo, out, options, executor, progress, summary) -> None:
         if progress:
             progress.start(todo=0, already=summary.reused)
         return
-    twins: dict[str, list[Task]] = {}
-    for task in todo:
-        twins.setdefault(task.digest, []).append(task)
+    twins: dict[tuple, list[Task]] = {}
+    for task in todo:       # with variants, one student's copy of another's is graded as theirs
+        twins.setdefault(_twin(task, options), []).append(task)
     if executor is None:
         from .executors import LocalExecutor as executor
     engine = executor(options)
@@ -77,7 +78,7 @@ def _grade(todo, out, options, executor, progress, summary) -> None:
     before, checked = integrity.digest(), time.monotonic()
     try:
         for first, outcome in engine.run([group[0] for group in twins.values()]):
-            for task in twins[first.digest]:
+            for task in twins[_twin(first, options)]:
                 _take(task, outcome, out, pending, progress, summary)
             if time.monotonic() - checked > CHECK_EVERY:
                 _flush(pending, out, before, summary)
@@ -88,6 +89,11 @@ def _grade(todo, out, options, executor, progress, summary) -> None:
     finally:
         engine.close()
     _flush(pending, out, before, summary)
+
+
+def _twin(task, options) -> tuple:
+    """Tasks graded once for all: the same code, and (with variants) the same student."""
+    return (task.digest, task.job.student if options.get("secret") else "")
 
 
 def _take(task, outcome: dict, out: Path, pending: list, progress, summary) -> None:

@@ -1,4 +1,4 @@
-"""Command line: grade | batch | report | bench | demo | checks | audit | package.
+"""Command line: grade | batch | report | bench | demo | checks | audit | package | variant.
 
 Only the parser and the exit status live here; what each command does is in
 ``commands.py``. The status is decided by the type of what a command raised (see
@@ -65,6 +65,9 @@ examples:
 examples:
   python -m autograder audit course/
   python -m autograder audit course/ --assignment mha --format json""",
+    "variant": """\
+examples:
+  python -m autograder variant alice --output variants/alice --course-config nbgrader_config.py""",
     "package": """\
 examples:
   python -m autograder package gradescope --output autograder.zip
@@ -135,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--public-only", action="store_true",
                    help="run only the public checks (the instructor's and CI's view of what "
                         "students can see); by default the hidden checks run too")
+    _student(g)
 
     b = command("batch", "grade every submission below DIR",
                 "Grade every submission below DIR (an nbgrader course or its submitted/ "
@@ -148,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="submissions graded at once (default: the number of cores)")
     b.add_argument("--assignment", metavar="NAME",
                    help="in an nbgrader submitted/ tree, grade only this assignment")
+    _student(b, one=False)
     b.add_argument("--executor", choices=("local", "dask"), default="local",
                    help="where to grade: on this machine (local, default) or on a Dask "
                         "distributed cluster (dask, needs --scheduler)")
@@ -212,10 +217,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gradescope: do not ask the package index whether the pins resolve for "
                         "Python 3.10 and 3.12 (Ubuntu 22.04 and 24.04)")
     k.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
+
+    v = command("variant", "write a student's released notebook, with their own numbers")
+    v.add_argument("student", metavar="STUDENT", help="the student's id (as nbgrader knows it)")
+    v.add_argument("--output", required=True, metavar="DIR",
+                   help="folder to write mha.ipynb into")
+    _student(v, one=False)
     return parser
 
 
 RUBRIC_HELP = "a rubric TOML file (default: autograder/rubric.toml)"
+
+
+def _student(p, one: bool = True) -> None:
+    """Per-student variants (autograder.variants): whose numbers, and the course's secret."""
+    if one:
+        p.add_argument("--student", metavar="ID",
+                       help="grade against this student's variant (their numbers and hidden "
+                            "inputs); needs the course's secret")
+    p.add_argument("--course-config", metavar="FILE",
+                   help="the course's nbgrader_config.py, for its TrustedGrades.variant_secret "
+                        "(default: $MHA_VARIANT_SECRET)")
 
 
 def _common(p) -> None:

@@ -6,7 +6,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from . import api, integrity, scoring, submission
+from . import api, integrity, scoring, submission, variants
 from .errors import EXIT_GRADER, EXIT_INTERRUPTED, EXIT_OK, GraderFailure, UsageError
 from .files import write_atomic
 from .sandbox.host import GraderError
@@ -30,10 +30,11 @@ def _grader(args, **extra) -> api.Grader:
 def grade(args) -> int:
     if not Path(args.submission).exists():
         raise UsageError(f"{args.submission}: no such file or folder")
+    variant = _variant(args, args.student) if args.student is not None else None
     grader = _grader(args, public_only=args.public_only)
     try:
         with integrity.guard():
-            report = grader.grade(args.submission)
+            report = grader.grade(args.submission, variant)
     except submission.LoadError as e:
         raise UsageError(str(e)) from None
     except (GraderError, integrity.TamperedError) as e:
@@ -48,6 +49,43 @@ def grade(args) -> int:
     return EXIT_OK
 
 
+def _secret(args) -> str:
+    try:
+        return variants.secret_from(config=getattr(args, "course_config", None))
+    except variants.SecretError as e:
+        raise UsageError(str(e)) from None
+
+
+def _variant(args, student: str) -> variants.Variant:
+    """The student's variant; without the course's secret variants are off: say so."""
+    if not student.strip():
+        raise UsageError("--student needs a student id")
+    secret = _secret(args)
+    if not secret:
+        print(f"note: no course secret (--course-config, or ${variants.ENV}): {student} gets the "
+              "default variant, the numbers of the generic release", file=sys.stderr)
+    return variants.derive(student, secret)
+
+
+def variant(args) -> int:
+    """Write STUDENT's released notebook: what generate_assignment gives, with their numbers."""
+    from importlib.util import find_spec
+    missing = [m for m in ("nbgrader", "matplotlib") if find_spec(m) is None]
+    if missing:       # asked before the import, so an ImportError of a bug stays a bug
+        raise UsageError(f"variant needs {' and '.join(missing)}: python -m pip install "
+                         f"{' '.join(missing)}")
+    from assignments import build
+    try:
+        nb = build.release(_variant(args, args.student))
+    except build.BuildError as e:
+        raise UsageError(str(e)) from None
+    import nbformat
+    path = Path(args.output) / build.narrative.NOTEBOOK_NAME
+    write_atomic(str(path), nbformat.writes(nb) + "\n")
+    print(path)
+    return EXIT_OK
+
+
 def batch(args) -> int:
     from . import batch as batching, executors
     from .progress import Progress
@@ -59,7 +97,7 @@ def batch(args) -> int:
     try:
         summary = batching.run(
             args.dir, args.output, seed=args.seed, rubric=args.rubric, device=args.device,
-            assignment=args.assignment, progress=progress,
+            assignment=args.assignment, progress=progress, secret=_secret(args),
             executor=lambda options: executors.make(args.executor, options, workers=args.workers,
                                                     scheduler=args.scheduler))
     except (batching.BatchError, scoring.RubricError) as e:
@@ -179,4 +217,5 @@ def audit(args) -> int:
 
 
 COMMANDS = {"grade": grade, "batch": batch, "demo": demo, "checks": list_checks,
-            "report": report, "bench": bench, "package": package, "audit": audit}
+            "report": report, "bench": bench, "package": package, "audit": audit,
+            "variant": variant}

@@ -2,12 +2,19 @@
 
 Feedback names the function, the case and the shapes, and describes the difference
 (count, largest error and where), but never prints a hidden expected tensor.
+
+Every helper is total on what a submission can return: ``actual`` may be anything that
+crosses the sandbox boundary (a tuple holding a tensor, a meta, sparse, complex or bool
+tensor, NaN, a huge int, a string, None), and the only exception a helper raises on it is
+``CheckFailed``. ``expected`` is the reference's and is trusted.
 """
 from __future__ import annotations
 
 import math
 
 import torch
+
+from .sandbox.results import describe
 
 
 class CheckFailed(Exception):
@@ -25,8 +32,15 @@ def shape_of(value) -> str:
 
 
 def expect_tensor(actual, *, what: str) -> torch.Tensor:
+    """A plain, dense CPU tensor with values: the only kind a comparison below reads."""
     if type(actual) is not torch.Tensor:
-        raise CheckFailed(f"{what} returned {type(actual).__name__}, expected a torch.Tensor")
+        raise CheckFailed(f"{what} returned {describe(actual)}, expected a torch.Tensor")
+    if actual.layout is not torch.strided:
+        raise CheckFailed(f"{what} returned {describe(actual)}, expected a dense tensor "
+                          "(call .to_dense())")
+    if actual.device.type != "cpu":
+        raise CheckFailed(f"{what} returned {describe(actual)}, expected a tensor with values "
+                          "on the CPU")
     return actual
 
 
@@ -41,7 +55,8 @@ def expect_close(*, actual, expected: torch.Tensor, what: str, rtol: float = 1e-
                  atol: float = 1e-10, dtype: bool = True) -> None:
     """Shape, then dtype, then NaN pattern, then values (float64 comparison)."""
     expect_shape(actual, expected=tuple(expected.shape), what=what)
-    if dtype and actual.dtype != expected.dtype:
+    if (dtype and actual.dtype != expected.dtype) or \
+            (actual.dtype.is_complex and not expected.dtype.is_complex):
         raise CheckFailed(f"{what} returned dtype {actual.dtype}, expected {expected.dtype} "
                           "(keep the inputs' dtype)")
     a, e = actual.to(torch.float64), expected.to(torch.float64)
@@ -61,8 +76,29 @@ def expect_close(*, actual, expected: torch.Tensor, what: str, rtol: float = 1e-
 
 
 def expect_equal_values(*, actual, expected, what: str) -> None:
-    if actual != expected:
-        raise CheckFailed(f"{what} returned {actual!r}, expected {expected!r}")
+    """Plain values (sizes, numbers, strings, tuples of them) compared by ``==`` where both
+    sides are plain; a tensor, or a container of another length, is simply different."""
+    if not same_values(actual, expected):
+        raise CheckFailed(f"{what} returned {describe(actual)}, expected {describe(expected)}")
+
+
+def same_values(actual, expected) -> bool:
+    """Whether ``actual`` equals ``expected``, never raising: tensors must match in shape,
+    dtype and every value, sequences item by item, plain values by ``==``."""
+    if type(expected) in (tuple, list):
+        return (type(actual) in (tuple, list) and len(actual) == len(expected)
+                and all(same_values(a, e) for a, e in zip(actual, expected)))
+    if isinstance(expected, torch.Tensor) or isinstance(actual, torch.Tensor):
+        return (type(actual) is torch.Tensor and type(expected) is torch.Tensor
+                and actual.layout is torch.strided and actual.device == expected.device
+                and actual.shape == expected.shape and actual.dtype == expected.dtype
+                and bool(torch.equal(actual, expected)))
+    if type(actual) not in _PLAIN or type(expected) not in _PLAIN:
+        return False
+    return (actual == expected) is True
+
+
+_PLAIN = (type(None), bool, int, float, str)
 
 
 def _index(mask: torch.Tensor, shape) -> tuple:

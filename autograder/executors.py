@@ -55,9 +55,12 @@ class SharedGrader:
         grader.zygote.wait_ready()   # started by this thread: it dies with the thread (PDEATHSIG)
         return grader
 
-    def grade(self, path: str) -> dict:
+    def grade(self, path: str, student: str | None = None) -> dict:
+        """Grade one file; with the course's secret in the options, as ``student``'s variant."""
+        from .variants import derive
+        variant = derive(student, self.options["secret"]) if self.options.get("secret") else None
         grader = self.grader
-        outcome = _grade_once(grader, path)
+        outcome = _grade_once(grader, path, variant)
         if "error" in outcome and not _alive(grader):
             with self._lock:                     # the zygote died: start one, try once more
                 if self._closed:
@@ -65,7 +68,7 @@ class SharedGrader:
                 if self.grader is grader:
                     grader.close()
                     self.grader = self._start()
-            outcome = _grade_once(self.grader, path)
+            outcome = _grade_once(self.grader, path, variant)
         return outcome
 
     def close(self) -> None:
@@ -81,9 +84,9 @@ def _alive(grader) -> bool:
     return proc is None or proc.poll() is None
 
 
-def _grade_once(grader, path: str) -> dict:
+def _grade_once(grader, path: str, variant=None) -> dict:
     try:
-        return {"report": grader.grade(path).to_dict()}
+        return {"report": grader.grade(path, variant).to_dict()}
     except GraderError as e:
         return {"error": f"the grader failed: {e}"}
     except Exception as e:                       # noqa: BLE001 — a grader bug on one submission
@@ -99,7 +102,7 @@ class LocalExecutor:
                                        thread_name_prefix="grade")
 
     def run(self, tasks):
-        futures = {self.pool.submit(self.shared.grade, t.file): t for t in tasks}
+        futures = {self.pool.submit(self.shared.grade, t.file, t.job.student): t for t in tasks}
         for future in as_completed(futures):
             yield futures[future], future.result()
 
@@ -132,7 +135,7 @@ class DaskExecutor:
         for t in tasks:
             data = Path(t.file).read_bytes()
             future = self.client.submit(remote_grade, self.options, Path(t.file).name, data,
-                                        pure=False, retries=1)
+                                        t.job.student, pure=False, retries=1)
             futures[future] = t
         for future in dask_completed(futures):
             try:
@@ -148,7 +151,7 @@ _WORKER_GRADERS: dict = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def remote_grade(options: dict, filename: str, data: bytes) -> dict:
+def remote_grade(options: dict, filename: str, data: bytes, student: str | None = None) -> dict:
     """Runs on a Dask worker: grade one submission sent as its file's name and bytes."""
     key = repr(sorted(options.items()))
     with _WORKER_LOCK:
@@ -158,7 +161,7 @@ def remote_grade(options: dict, filename: str, data: bytes) -> dict:
     with tempfile.TemporaryDirectory(prefix="submission-") as folder:
         path = Path(folder) / filename
         path.write_bytes(data)
-        return shared.grade(str(path))
+        return shared.grade(str(path), student)
 
 
 def make(name: str, options: dict, *, workers: int | None = None, scheduler: str | None = None):

@@ -1,25 +1,30 @@
-"""nbgrader integration: the autograder, not the student's kernel, scores every autograded cell.
+"""nbgrader integration: the student's notebook is never run; the autograder scores every
+autograded cell from its sandboxed report on the notebook's sources.
 
-In ``nbgrader autograde`` the student's cells and the test cells run in one kernel, so a
-student cell can patch anything the test cells rely on: the helpers, ``torch.allclose``,
-``print``, ``sys.stdout``, the display hooks. Nothing that kernel prints can be trusted.
-``TrustedGrades`` runs after nbgrader's ``Execute`` and before ``SaveAutoGrades``:
+In nbgrader's own ``autograde`` the student's cells run in a kernel as the user who grades,
+so a student cell can patch the test cells' helpers, write that user's files (the grader's
+``__pycache__``, a ``.pth``), or print whatever it can read into its own output, which the
+feedback would keep. The course's config therefore installs ``autograde_preprocessors()``:
 
-1. it grades the notebook's code (its sources, never its outputs) with the autograder, in
-   the autograder's sandbox, outside the kernel;
-2. it replaces the outputs of each autograded cell of ours (``autograder.parts``) with
-   the feedback and score from that report, the score as the cell's one ``execute_result``,
-   which is what nbgrader's ``determine_grade`` reads as partial credit. Whatever the
-   kernel wrote there, a stderr line included (nbgrader zeroes a cell with any stderr, so
-   a torch warning would zero a correct answer), is gone;
-3. it takes each cell's points from the gradebook, not from the submitted metadata.
+1. ``SealedNotebook`` takes the place of nbgrader's ``Execute``: no kernel starts, every
+   output of the submission is cleared, and each autograded cell gets an error output, so a
+   pipeline without ``TrustedGrades`` scores 0 rather than full marks (nbgrader gives a test
+   cell without output all its points);
+2. ``TrustedGrades`` (right before ``SaveAutoGrades``) has imported the whole grader and
+   hashed its files before any submission is read; it grades the notebook's code in the
+   autograder's sandbox (unprivileged, grader and course hidden) and writes each autograded
+   cell's only outputs from that report: its feedback and its score, the cell's one
+   ``execute_result``, which nbgrader's ``determine_grade`` reads as partial credit; each
+   cell's points come from the gradebook, not from the submitted metadata. Written answers
+   (markdown solution cells) stay for grading by hand. Student text holding nbgrader's
+   markers (BEGIN/END SOLUTION, BEGIN/END HIDDEN TESTS) is neutralised, so feedback still
+   generates and the text reads the same.
 
-It refuses to score a notebook if the autograder's or the reference's files changed while
-the kernel ran, or if the notebook has an autograded cell that is not ours (its score
-would come from the kernel). Notebooks without any cell of ours pass through untouched.
-
-``autograde_preprocessors()`` and ``feedback_preprocessors()`` give nbgrader's default
-lists with ours added; the course's ``nbgrader_config.py`` installs them.
+It refuses a notebook if the grader's files changed, if bytecode stands in for them
+(``autograder.integrity``), if the pipeline still runs the notebook (``Execute``), or if an
+autograded cell is not ours (its score would need a kernel). ``feedback_preprocessors()``
+adds ``GraderOutputsOnly`` (outputs only on our cells, markers neutralised) and nbgrader's
+``ClearHiddenTests`` to the feedback.
 """
 from __future__ import annotations
 
@@ -35,18 +40,87 @@ from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades, NbGraderPreprocessor, SaveAutoGrades
-from traitlets import Enum, Integer, Unicode
+from nbgrader.preprocessors import (ClearHiddenTests, Execute, GetGrades, NbGraderPreprocessor,
+                                    OverwriteCells, SaveAutoGrades)
+from traitlets import Enum, Integer, List, Unicode
 
-from . import integrity, parts
+from . import integrity, parts, variants
 from .writers import cells as cell_text
 
 PROJECT = Path(__file__).resolve().parent.parent
 _GRADERS: dict = {}
+_LOADED: list = []
+#: nbgrader's markers: in a student's text they would make nbgrader cut it, or fail.
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+#: Put after a marker's first letter: the text reads the same, nbgrader no longer sees it.
+BREAK = "\u200b"
+#: A course cell of more lines than this, not graded (the test cells' helpers), is shown in
+#: the feedback as one line, so that the feedback opens with the student's work.
+FOLD_LINES = 30
+#: nbconvert configures this on every preprocessor of the feedback; declared here so that
+#: traitlets does not warn that ours (and ClearHiddenTests) ignore it.
+PRIORITY = ["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png",
+            "image/jpeg", "text/plain"]
+NOT_SCORED = ("not scored: the autograder (autograder.nbgrader_plugin.TrustedGrades) did not "
+              "grade this notebook")
 
 
 class ForeignTestCell(Exception):
     """An autograded cell the autograder does not grade: its score would be the kernel's."""
+
+
+class UnsealedPipeline(Exception):
+    """The autograde pipeline still runs the student's notebook in a kernel."""
+
+
+def neutralise(text: str, markers=MARKERS) -> str:
+    """The text with every nbgrader marker broken by an invisible character."""
+    for marker in markers:
+        while marker in text:
+            text = text.replace(marker, marker[0] + BREAK + marker[1:])
+    return text
+
+
+def is_course_cell(cell) -> bool:
+    """A locked cell of the course: after nbgrader's sanitizing (OverwriteCells) its source
+    is the course's own, so its markers are the instructor's (hidden tests to cut)."""
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("grade_id")) and utils.is_locked(cell)
+
+
+def neutralise_student_text(nb) -> int:
+    """Neutralise the markers in every cell that is not the course's; returns how many."""
+    changed = 0
+    for cell in nb.cells:
+        if not is_course_cell(cell):
+            text = neutralise(cell.source)
+            changed += text != cell.source
+            cell.source = text
+    return changed
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded code cell (nbgrader scores it from its outputs)."""
+    return cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell)
+
+
+def clear_outputs(nb) -> None:
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+
+
+class SealedNotebook(NbGraderPreprocessor):
+    """In the place of nbgrader's Execute: runs nothing, clears every output, and scores
+    every autograded cell 0 until TrustedGrades writes its score (fail closed)."""
+
+    def preprocess(self, nb, resources):
+        clear_outputs(nb)
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                cell.outputs = [new_output("error", ename="NotScored", evalue=NOT_SCORED,
+                                           traceback=[NOT_SCORED])]
+        return nb, resources
 
 
 class TrustedGrades(NbGraderPreprocessor):
@@ -61,30 +135,55 @@ class TrustedGrades(NbGraderPreprocessor):
                      ).tag(config=True)
     device = Enum(["auto", "cpu", "cuda"], "auto", help="Where the autograder runs the "
                   "submission: auto takes CUDA when there is one.").tag(config=True)
+    variant_secret = Unicode("", help="The course's secret for per-student variants "
+                             "(autograder.variants): each student is graded against their own "
+                             "numbers and hidden inputs. Empty: everyone gets the default "
+                             "variant and `seed`. Never released.").tag(config=True)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        # nbgrader builds its preprocessors for each notebook before Execute runs the
-        # student's code: this digest is from before the kernel could touch any file.
+        # Built before any submission is read: the whole grader is loaded now, and its
+        # files (bytecode checked) hashed; both are compared again before each score.
+        load_whole_grader()
         self._files = integrity.digest()
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
+        self._refuse_unsealed()
+        clear_outputs(nb)                      # nothing the submission brought is kept
         maxima = self._maxima(nb, info)
-        if not maxima:
-            self.log.info("TrustedGrades: no autograded cell of the autograder in %s; left as is",
+        if maxima:
+            self._check_files()
+            self.log.info("TrustedGrades: grading %s of %s in the autograder's sandbox",
+                          info["notebook"], info["student"])
+            variant = variants.derive(info["student"], self.variant_secret) \
+                if self.variant_secret else None
+            report = grade_notebook(nb, f"{info['notebook']}.ipynb", self._grader(), variant)
+            write_outputs(nb, report, maxima)
+        else:
+            self.log.info("TrustedGrades: no autograded cell of the autograder in %s",
                           info["notebook"])
-            return nb, resources
+        if neutralise_student_text(nb):
+            self.log.info("TrustedGrades: nbgrader markers in %s's text neutralised",
+                          info["student"])
+        return nb, resources
+
+    def _refuse_unsealed(self) -> None:
+        running = [type(p).__name__ for p in getattr(self.parent, "_preprocessors", [])
+                   if isinstance(p, Execute) and p.enabled]
+        if running:
+            raise UnsealedPipeline(
+                "this course's autograde pipeline runs the student's notebook in a kernel "
+                f"({', '.join(running)}), as the user who grades; set "
+                "c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors() in "
+                "nbgrader_config.py (see assignments/nbgrader_config.py)")
+
+    def _check_files(self) -> None:
         if integrity.digest() != self._files:
             raise integrity.TamperedError(
-                "the autograder's or the reference's files changed while the student's notebook "
-                "ran; no score is saved for it. Restore the files (git checkout) and autograde "
-                "again with --force")
-        self.log.info("TrustedGrades: grading %s of %s outside the kernel", info["notebook"],
-                      info["student"])
-        report = grade_notebook(nb, f"{info['notebook']}.ipynb", self._grader())
-        write_outputs(nb, report, maxima)
-        return nb, resources
+                "the autograder's or the reference's files changed during autograding; no "
+                "score is saved. Restore the files (git checkout) and autograde again with "
+                "--force")
 
     def _maxima(self, nb, info) -> dict[str, float]:
         """Points of our autograded cells, from the gradebook; metadata made to agree."""
@@ -93,10 +192,8 @@ class TrustedGrades(NbGraderPreprocessor):
         with Gradebook(info["db_url"]) as gb:
             for cell in nb.cells:
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-                is_test = cell.cell_type == "code" and utils.is_grade(cell) and \
-                    not utils.is_solution(cell)
                 if parts.cell_part(grade_id) is None or cell.cell_type != "code":
-                    if is_test:
+                    if is_test_cell(cell):
                         foreign.append(grade_id or "(no grade_id)")
                     continue
                 try:
@@ -106,16 +203,29 @@ class TrustedGrades(NbGraderPreprocessor):
                 maxima[grade_id] = float(graded.max_score)
                 cell.metadata.nbgrader.update(grade=True, solution=False, locked=True,
                                               points=maxima[grade_id])
-        if maxima and foreign:
+        if foreign:
             raise ForeignTestCell(
                 f"autograded cell(s) {', '.join(foreign)} of {info['notebook']} are not the "
-                "autograder's, so their score would come from the student's kernel; remove "
-                "them, or regenerate the notebook with `python -m assignments.build`")
+                "autograder's: their score would need the student's notebook run in a kernel, "
+                "which this course does not do; remove them, or regenerate the notebook with "
+                "`python -m assignments.build`")
         return maxima
 
     def _grader(self):
         root = Path(CourseDirectory(config=self.config).root or os.getcwd()).resolve()
         return shared_grader(self.seed, self.rubric, self.device, hide=hideable([root]))
+
+
+def load_whole_grader() -> None:
+    """Import every module of the grader and the reference, once per process, and check
+    that each was loaded from this project's sources (not planted bytecode, not a module
+    put first on the path)."""
+    if not _LOADED:
+        _LOADED.append(integrity.load_grader())
+    elsewhere = integrity.loaded_from_elsewhere()
+    if elsewhere:
+        raise integrity.TamperedError("grader modules not loaded from the project's sources: "
+                                      + ", ".join(elsewhere))
 
 
 def shared_grader(seed: int, rubric: str, device: str, hide=()):
@@ -136,7 +246,7 @@ def hideable(folders) -> list[str]:
             if not any(n == f or f in n.parents for n in needed)]
 
 
-def grade_notebook(nb, name: str, grader):
+def grade_notebook(nb, name: str, grader, variant=None):
     """The autograder's report on a notebook's code: its sources only, outputs dropped."""
     code = copy.deepcopy(nb)
     for cell in code.cells:
@@ -146,7 +256,7 @@ def grade_notebook(nb, name: str, grader):
         path = Path(folder) / Path(name).name
         nbformat.write(code, path)
         with integrity.guard():
-            return grader.grade(path)
+            return grader.grade(path, variant)
 
 
 def write_outputs(nb, report, maxima: dict[str, float]) -> dict[str, float]:
@@ -170,18 +280,116 @@ def write_outputs(nb, report, maxima: dict[str, float]) -> dict[str, float]:
     return scores
 
 
+class QuietOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells without its nine false alarms per student. A hidden test cell
+    is released with its hidden tests cut, so its checksum never matches the course's
+    (nbgrader #1961) and OverwriteCells warns "checksum has changed!" while putting the cell
+    back. A cell handed in exactly as released is put back with one line for the notebook;
+    any other change to a locked cell is still a warning."""
+
+    def preprocess(self, nb, resources):
+        self._restored = []
+        nb, resources = super().preprocess(nb, resources)
+        if self._restored:
+            self.log.info("%d hidden test cells put back from the course, as expected: they are "
+                          "released without their hidden tests (nbgrader #1961)",
+                          len(self._restored))
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        self._handed_in = cell.source
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        if attr == "checksum" and self._as_released(name):
+            self._restored.append(name)
+            return
+        super().report_change(name, attr, old, new)
+
+    def _as_released(self, grade_id: str) -> bool:
+        """Whether the handed-in source is the course's cell with its hidden tests cut."""
+        try:
+            source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
+                                                     self.assignment_id).source
+        except MissingEntry:
+            return False
+        released = nbformat.v4.new_code_cell(source)
+        if not ClearHiddenTests(enforce_metadata=False)._remove_hidden_test_region(released):
+            return False
+        return released.source == self._handed_in
+
+
+class GraderOutputsOnly(NbGraderPreprocessor):
+    """Feedback: outputs only on our autograded cells (TrustedGrades wrote them), none on any
+    other cell, whatever the autograded notebook holds; the markers in the student's text
+    neutralised, so ClearHiddenTests after it cuts only the course's hidden tests; the long
+    helper cell folded to one line."""
+
+    display_data_priority = List(PRIORITY).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            ours = is_course_cell(cell) and parts.cell_part(cell.metadata.nbgrader.grade_id)
+            if cell.cell_type == "code" and not ours:
+                cell.outputs, cell.execution_count = [], None
+            if ours:
+                cell.metadata["autograder_label"] = cell_label(*ours)
+            if (cell.cell_type == "code" and is_course_cell(cell) and not utils.is_grade(cell)
+                    and cell.source.count("\n") >= FOLD_LINES):
+                cell.source = (f"# {cell.metadata.nbgrader.grade_id}: the course's "
+                               f"{cell.source.count(chr(10)) + 1} lines, as released (not shown)")
+        neutralise_student_text(nb)
+        return nb, resources
+
+
+def cell_label(part: str, public: bool) -> str:
+    """The name of one of our cells in the feedback's contents."""
+    if part == parts.CONVENTIONS:
+        return "Hidden tests: the conventions"
+    return f"{'Public' if public else 'Hidden'} tests: {part}"
+
+
+#: The feedback page: nbgrader's, with our cells named in its contents (templates/).
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def feedback_template(c) -> None:
+    """Point nbgrader's feedback at the course's page (autograder/templates/mha_feedback)."""
+    import nbgrader
+    upstream = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    c.HTMLExporter.template_name = "mha_feedback"
+    c.HTMLExporter.template_file = "mha_index.html.j2"
+    c.HTMLExporter.extra_template_basedirs = [str(upstream), str(TEMPLATES)]
+
+
+class FeedbackClearHiddenTests(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests, quiet about nbconvert's display_data_priority setting."""
+
+    display_data_priority = List(PRIORITY).tag(config=True)
+
+
+def sanitize_preprocessors() -> list:
+    """nbgrader's sanitize preprocessors with QuietOverwriteCells for OverwriteCells."""
+    from nbgrader.converters import Autograde
+    default = list(Autograde.class_traits()["sanitize_preprocessors"].default())
+    default[default.index(OverwriteCells)] = QuietOverwriteCells
+    return default
+
+
 def autograde_preprocessors() -> list:
-    """nbgrader's autograde preprocessors, with TrustedGrades right before SaveAutoGrades."""
+    """nbgrader's autograde preprocessors with SealedNotebook in the place of Execute (the
+    notebook is never run) and TrustedGrades right before SaveAutoGrades."""
     from nbgrader.converters import Autograde
     default = list(Autograde.class_traits()["autograde_preprocessors"].default())
+    default[default.index(Execute)] = SealedNotebook
     at = default.index(SaveAutoGrades)
     return default[:at] + [TrustedGrades] + default[at:]
 
 
 def feedback_preprocessors() -> list:
-    """nbgrader's feedback preprocessors, with the hidden test regions cleared from the
-    cells' source (the autograded notebook holds them; the student's feedback must not)."""
+    """nbgrader's feedback preprocessors, then GraderOutputsOnly and ClearHiddenTests (the
+    autograded notebook holds the hidden tests' source; the student's feedback must not)."""
     from nbgrader.converters import GenerateFeedback
     default = list(GenerateFeedback.class_traits()["preprocessors"].default())
     at = default.index(GetGrades) + 1
-    return default[:at] + [ClearHiddenTests] + default[at:]
+    return default[:at] + [GraderOutputsOnly, FeedbackClearHiddenTests] + default[at:]

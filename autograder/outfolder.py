@@ -126,8 +126,19 @@ def write_grades(out: Path, jobs: list) -> None:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(GRADES_COLUMNS)
     for job in jobs:
-        writer.writerow(_grades_row(out, job))
+        writer.writerow([_readable(v) for v in _grades_row(out, job)])
     write_atomic(str(out / "grades.csv"), buffer.getvalue())
+
+
+def _readable(value):
+    """A file name that is not UTF-8 (its bytes kept as surrogates) shown with U+FFFD, so
+    that one student's odd name cannot stop grades.csv from being written."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:                  # a surrogate no file name holds
+        return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _grades_row(out: Path, job) -> list:

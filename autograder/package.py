@@ -49,6 +49,7 @@ KIT = PROJECT / "assignments" / "kit"
 NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"   #: nbgrader's source
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+BEGIN_SCHEME, END_SCHEME = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 SOURCES = ("autograder", "solutions")
 SCRIPTS = ("setup.sh", "run_autograder")
 CLASSROOM_NEEDS = ("torch", "numpy", "pytest")     #: what the public tests import
@@ -56,7 +57,7 @@ TOMLI = 'tomli>=2; python_version < "3.11"\n'   #: scoring.py reads the rubric w
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)    #: fixed, so the same sources give the same zip
 #: what only the grader has: solution regions, the reference, the hidden suite, the rubric
 HIDDEN_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS",
-                  "END HIDDEN TESTS", "from solutions", "import solutions",
+                  "END HIDDEN TESTS", "BEGIN MARK SCHEME", "END MARK SCHEME", "from solutions", "import solutions",
                   "from autograder", "import autograder", "@check(", "[points]")
 
 
@@ -227,7 +228,7 @@ def student(output, rubric=None) -> dict:
 def release_notebook(nb):
     """The notebook students get, as ``nbgrader generate_assignment`` makes it: each solution
     region replaced by ``raise NotImplementedError()``, each written answer by "YOUR ANSWER
-    HERE", each hidden test region removed, and no outputs."""
+    HERE", each hidden test region and each mark scheme removed, and no outputs."""
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if cell.cell_type == "code":
@@ -236,6 +237,7 @@ def release_notebook(nb):
             cell.source = "YOUR ANSWER HERE"
             continue
         cell.source = _clear_region(cell.source, BEGIN_HIDDEN, END_HIDDEN, None)
+        cell.source = _clear_region(cell.source, BEGIN_SCHEME, END_SCHEME, None).rstrip("\n")
         if meta.get("solution"):
             cell.source = _clear_region(cell.source, BEGIN_SOLUTION, END_SOLUTION,
                                         ("# YOUR CODE HERE", "raise NotImplementedError()"))
@@ -337,7 +339,9 @@ def _rubric(path) -> scoring.Rubric:
 
 
 def _total(rubric: scoring.Rubric) -> float:
-    return round(sum(rubric.points[c] for c in registry.load_all() if rubric.enabled(c)), 4)
+    """The points of a mha.py upload: the numeric questions are asked of notebooks only."""
+    return round(sum(rubric.points[c] for c, check in registry.load_all().items()
+                     if rubric.enabled(c) and check.group != "questions"), 4)
 
 
 def _dependencies() -> list[str]:

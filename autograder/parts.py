@@ -1,11 +1,12 @@
 """The notebook's parts, and how a Report's points are shared out over a part's cells.
 
 The nbgrader notebook has one *part* per API name, plus ``conventions`` for the checks that
-span the whole API (``functions.pure``, ``cost.*``, ``device.*``, ``precision.*``). A part
+span the whole API (``functions.pure``, ``cost.*``, ``device.*``, ``precision.*``) and
+``questions`` for the numeric questions (``questions.*``). A part
 owns the rubric points of its checks and is graded by up to two autograded cells:
 
 * ``test_<part>``: the public test cell, worth the narrative's points for it (none for
-  ``conventions``);
+  ``conventions`` and ``questions``);
 * ``hidden_<part>``: the hidden test cell, worth the rest of the part's rubric points.
 
 Both cells are scored from the autograder's report, never from the student's kernel
@@ -24,7 +25,9 @@ from __future__ import annotations
 from .submission import API
 
 CONVENTIONS = "conventions"
-PARTS = API + (CONVENTIONS,)          #: every part; the notebook gives them their order
+QUESTIONS = "questions"               #: the numeric questions (``questions.*``): a hidden cell only
+PARTS = API + (CONVENTIONS, QUESTIONS)   #: every part; the notebook gives them their order
+NO_PUBLIC_CELL = (CONVENTIONS, QUESTIONS)
 PUBLIC, HIDDEN = "test_", "hidden_"   #: grade_id prefixes of a part's two autograded cells
 #: Diagnosis code area -> check groups where that kind of mistake shows (TAXONOMY areas)
 AREAS = {"shape": ("shape",), "proj": ("project", "mha"), "split": ("split",),
@@ -36,7 +39,7 @@ AREAS = {"shape": ("shape",), "proj": ("project", "mha"), "split": ("split",),
 def part_of(check: str) -> str:
     """The part a check belongs to: its API name (``split_heads.values`` -> ``split_heads``)."""
     prefix = check.split(".")[0]
-    return prefix if prefix in API else CONVENTIONS
+    return prefix if prefix in API or prefix == QUESTIONS else CONVENTIONS
 
 
 def cell_part(grade_id: str) -> tuple[str, bool] | None:
@@ -44,7 +47,7 @@ def cell_part(grade_id: str) -> tuple[str, bool] | None:
     for prefix, public in ((PUBLIC, True), (HIDDEN, False)):
         if grade_id.startswith(prefix) and grade_id[len(prefix):] in PARTS:
             part = grade_id[len(prefix):]
-            return None if public and part == CONVENTIONS else (part, public)
+            return None if public and part in NO_PUBLIC_CELL else (part, public)
     return None
 
 

@@ -66,20 +66,32 @@ def discover(root, *, assignment: str | None = None, exclude=()) -> list[Job]:
 def _entries(folder: Path, skip: set) -> list[Path]:
     return sorted(e for e in folder.iterdir()
                   if not e.name.startswith(".") and e.name != "__pycache__"
-                  and e.resolve() not in skip)
+                  and _resolved(e) not in skip)
+
+
+def _resolved(entry: Path) -> Path:
+    """Where an entry leads; a link loop leads nowhere (its load then says so)."""
+    try:
+        return entry.resolve()
+    except (OSError, RuntimeError):
+        return entry
 
 
 def plan(jobs: list[Job], out: Path) -> tuple[list[Task], list[Task], list[tuple[Job, str]]]:
     """(to grade, already graded, [(unreadable job, why)]). Reads submissions, runs nothing."""
     todo, done, unreadable = [], [], []
     for job in jobs:
-        try:
+        try:                                 # the student's file's faults are its problem
             sub = submission.load(job.path)
         except (submission.LoadError, OSError) as e:
             unreadable.append((job, str(e)))
             continue
-        h = hashlib.sha256(sub.name.encode() + b"\0" + sub.source + b"\0"
-                           + (sub.problem or "").encode())
+        h = hashlib.sha256(_bytes(sub.name) + b"\0" + sub.source + b"\0" + _bytes(sub.problem or ""))
         task = Task(job, sub.path, h.hexdigest())
         (done if outfolder.complete(out, task.job.key, task.digest) else todo).append(task)
     return todo, done, unreadable
+
+
+def _bytes(text: str) -> bytes:
+    """A name or message as bytes, even one holding a file name that is not UTF-8."""
+    return text.encode("utf-8", "surrogatepass")

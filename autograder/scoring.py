@@ -25,6 +25,9 @@ class Rubric:
     points: dict = field(default_factory=dict)     #: check name -> points (0: not run)
     skipped: str = "rescale"
     forbidden_voids_group: str | None = "mha"
+    #: a part's mistake charged once, at its own checks: what is built on it is graded
+    #: again with the reference's part in its place (``carry``)
+    carry_forward: bool = True
     path: str = str(DEFAULT_RUBRIC)
 
     def enabled(self, name: str) -> bool:
@@ -56,8 +59,12 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
     skipped = policy.get("skipped", "rescale")
     if skipped not in POLICIES:
         raise RubricError(f"the rubric {path}: policy.skipped must be one of {', '.join(POLICIES)}")
+    carry_forward = policy.get("carry_forward", True)
+    if not isinstance(carry_forward, bool):
+        raise RubricError(f"the rubric {path}: policy.carry_forward must be true or false")
     return Rubric(points=points, skipped=skipped,
-                  forbidden_voids_group=policy.get("forbidden_voids_group") or None, path=str(path))
+                  forbidden_voids_group=policy.get("forbidden_voids_group") or None,
+                  carry_forward=carry_forward, path=str(path))
 
 
 def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False,

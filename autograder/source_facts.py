@@ -74,6 +74,9 @@ MACHINERY = frozenset({
 })
 #: Builtins that run code or reach namespaces by name.
 DYNAMIC = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
+#: What tells which seed the grader set (a probe seeds torch before it builds a module).
+RANDOM_STATE = frozenset({"initial_seed", "get_rng_state", "default_generator", "getstate",
+                          "get_state", "seed"})
 #: Modules a submission commonly binds by `from x import y` (so the name is a module).
 KNOWN_MODULES = frozenset({"torch.nn", "torch.nn.functional", "torch.linalg", "torch.fft",
                            "torch.nn.init", "torch.autograd", "torch.cuda", "torch.backends",
@@ -195,9 +198,11 @@ class _Reader(ast.NodeVisitor):
 
     def _judge_path(self, path: str, line: int) -> None:
         parts = path.split(".")
-        inner = [p for p in parts[1:] if p in DENIED_MODULES or p in ("sys", "os")]
-        if inner and parts[0] not in ("sys", "os"):     # torch.cuda.sys.modules, np.os ...
+        inner = [p for p in parts[1:] if p in DENIED_MODULES or p in ("sys", "ctypeslib")]
+        if inner:                                # torch.cuda.sys.modules, os.sys, np.ctypeslib
             self.note("tampering", line, f"reaches {inner[0]} through {parts[0]} ({path})")
+        if parts[0] in ("torch", "numpy", "random") and parts[-1] in RANDOM_STATE:
+            self.note("tampering", line, f"reads the random state the grader seeds ({path})")
         if parts[0] in DENIED_MODULES:
             self.note("tampering", line, f"uses {'.'.join(parts[:2])}")
         elif parts[0] == "sys" and len(parts) > 1 and parts[1] in SYS_DENIED:

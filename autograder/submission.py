@@ -18,6 +18,8 @@ from . import archives
 
 MAX_BYTES = 2 << 20                 #: a submission's source above this is refused
 MAX_NOTEBOOK_BYTES = 32 << 20       #: a notebook may carry outputs (plots), so more
+MAX_NOTEBOOK_DEPTH = 200            #: JSON nesting; Jupyter's own notebooks need about ten
+JSON_ESCAPE = re.compile(rb"\\.", re.S)   #: an escaped character: \" does not end a string
 CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)      #: PEP 263 declaration
 API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
        "masked_softmax", "attention_pool", "MultiHeadAttention")
@@ -38,7 +40,23 @@ class Submission:
 
 
 def load(path: str | os.PathLike) -> Submission:
-    path = Path(path)
+    """The submission at ``path``. Whatever is wrong with the student's file (too deep, too
+    large, not UTF-8, not JSON, anything that makes reading it raise) is that submission's
+    ``problem``, graded as zero with the reason; only a path that is no submission at all
+    (``LoadError``) or cannot be read by this process (``OSError``) raises."""
+    try:
+        return _load(Path(path))
+    except (LoadError, OSError):
+        raise
+    except Exception as e:                   # noqa: BLE001 — RecursionError, MemoryError, ...
+        name = Path(path).name
+        return Submission(name=name, path=str(path), source=b"", problem=(
+            f"{name} could not be read ({type(e).__name__}{': ' if str(e) else ''}"
+            f"{str(e)[:200]}), so no check could run; save it again in Jupyter or your editor "
+            "and resubmit"))
+
+
+def _load(path: Path) -> Submission:
     if path.is_file() and archives.is_archive(path):
         return _load_archive(path)
     notes: tuple[str, ...] = ()
@@ -181,12 +199,18 @@ def _load_notebook(path: Path) -> Submission:
         return Submission(path.name, str(path), b"", problem=(
             f"{path.name} is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB; clear its outputs "
             "(Kernel → Restart & Clear Output), save it and submit it again"))
+    depth = json_depth(data, MAX_NOTEBOOK_DEPTH)
+    if depth > MAX_NOTEBOOK_DEPTH:
+        return Submission(path.name, str(path), b"", problem=(
+            f"{path.name} is not a notebook the grader can read: its JSON is nested more than "
+            f"{MAX_NOTEBOOK_DEPTH} levels deep (a notebook saved by Jupyter needs about ten). "
+            "Open it in Jupyter, save it again, and resubmit the .ipynb file."))
     try:
         nb = json.loads(data.decode("utf-8"))
         cells = nb["cells"]
         if not isinstance(cells, list):
             raise TypeError
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError, MemoryError):
         return Submission(path.name, str(path), b"", problem=(
             f"{path.name} is not a valid notebook (not JSON with a list of cells). Open it in "
             "Jupyter, save it again, and resubmit the .ipynb file."))
@@ -202,6 +226,10 @@ def _load_notebook(path: Path) -> Submission:
             continue
         code, dropped = _strip_magics(_text(cell.get("source", "")))
         label = _label(meta.get("grade_id")) or f"cell {index + 1}"
+        unfit = _unfit_code(code)
+        if unfit:
+            notes.append(f"{label} was left out: {unfit}")
+            continue
         if dropped:
             notes.append(f"{label}: dropped {dropped} IPython magic or shell line(s); they are "
                          "never run by the grader")
@@ -213,7 +241,43 @@ def _load_notebook(path: Path) -> Submission:
         ids.append(label)
     source = "\n".join(kept).encode()
     problem = None if kept else f"{path.name} has no code cell that could be graded"
+    if len(source) > MAX_BYTES:
+        problem = (f"the code cells of {path.name} hold {len(source) >> 20} MiB of code, more "
+                   f"than the {MAX_BYTES >> 20} MiB a submission may have; keep only your "
+                   "solution in the graded cells")
     return Submission(path.name, str(path), source, tuple(notes), problem, tuple(ids))
+
+
+def json_depth(data: bytes, limit: int) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped): a cheap scan before
+    ``json.loads``, whose recursion a deep enough text exhausts (RecursionError, or worse
+    under a raised recursion limit). Linear in the size (no regular expression that can
+    backtrack): about 20 ms per MiB."""
+    import torch                             # the grader's own dependency, already imported
+    unescaped = JSON_ESCAPE.sub(b"", data)   # left to right: a run of backslashes pairs off
+    outside = b"".join(unescaped.split(b'"')[::2])          # every other piece is a string
+    brackets = outside.translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    steps = torch.frombuffer(bytearray(brackets.translate(_STEPS)), dtype=torch.uint8)
+    return int((1 - steps.to(torch.int32)).cumsum(0).max())   # "[" "{" +1, "]" "}" -1
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = bytes.maketrans(b"[]{}", b"\x00\x02\x00\x02")
+
+
+def _unfit_code(code: str) -> str | None:
+    """Why a cell's text cannot be graded as Python source, if it cannot."""
+    if len(code) > MAX_BYTES:
+        return (f"it holds {len(code) >> 20} MiB of text, more than the {MAX_BYTES >> 20} MiB "
+                "a submission may have")
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"its text holds a character that is not valid Unicode (U+{ord(code[e.start]):04X}"
+                f" at position {e.start}, a lone surrogate); retype that line")
+    return None
 
 
 def _label(grade_id) -> str:

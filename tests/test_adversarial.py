@@ -26,13 +26,23 @@ ROOT = api.PROJECT
 ATTACKS = sorted((ROOT / "tests" / "submissions" / "attacks").glob("*.py"))
 CATALOGUE = ROOT.parent / "shared" / "catalog" / "adversarial"
 CATALOGUED = sorted(CATALOGUE.glob("*.py")) if CATALOGUE.is_dir() else []
+#: The second round (``round2/``): attacks written against the grader's design; headers may
+#: say ``partial N`` (the trick may earn no more than N of 100).
+ROUND2 = sorted((CATALOGUE / "round2").glob("*.py")) if (CATALOGUE / "round2").is_dir() else []
 MARKERS = ("ATTACK_ESCAPE_MARKER", "ATTACK_SIDE_MARKER", "ADVERSARIAL_a17_UNPICKLED.txt")
 
 
 def honest(path: Path) -> str:
+    """"0", "full" or "partial" (then ``partial_limit`` gives N)."""
     head = path.read_bytes()[:4000].decode("utf-8", "replace")
     found = re.search(r"^#\s*HONEST:\s*(\S+)", head, re.M)
     return found.group(1).lower() if found else "0"
+
+
+def partial_limit(path: Path) -> float:
+    head = path.read_bytes()[:4000].decode("utf-8", "replace")
+    found = re.search(r"^#\s*HONEST:\s*partial\s+([0-9.]+)", head, re.M)
+    return float(found.group(1))
 
 
 def protected_digest() -> str:
@@ -75,6 +85,9 @@ def check_report(report, path: Path, reference) -> None:
     if honest(path) == "full":
         assert report.score == pytest.approx(report.max_score), [
             (r.name, r.feedback) for r in report.results if r.score < r.max_score]
+    elif honest(path) == "partial":
+        assert report.score <= partial_limit(path) * report.max_score / 100 + 1e-6, \
+            [(r.name, r.score) for r in report.results if r.score]
     else:
         assert report.score == 0, [(r.name, r.score) for r in report.results if r.score]
     skipped = {r.name for r in report.results if r.status.value == "skipped"}
@@ -122,6 +135,14 @@ def test_a_patched_probe_module_is_caught(grader, reference):
 @pytest.mark.parametrize("path", CATALOGUED, ids=[p.stem for p in CATALOGUED])
 def test_the_shared_catalogue(grader, reference, path):
     """Does each file of ../shared/catalog/adversarial end as its header says?"""
+    grade_safely(grader, path, reference, limit=120)
+
+
+@pytest.mark.skipif(not ROUND2, reason=f"no second-round catalogue at {CATALOGUE / 'round2'}")
+@pytest.mark.parametrize("path", ROUND2, ids=[p.stem for p in ROUND2])
+def test_the_shared_second_round(grader, reference, path):
+    """Does each file of ../shared/catalog/adversarial/round2 earn no more than its header
+    allows, crash nothing and leave nothing behind?"""
     grade_safely(grader, path, reference, limit=120)
 
 

@@ -1,4 +1,5 @@
 """Are the student's files right: up to date, a working stub, public tests that tell, a sound notebook?"""
+import base64
 import contextlib
 import copy
 import importlib.util
@@ -64,6 +65,14 @@ def test_check_names_the_stale_file_and_the_fix(tmp_path, capsys):
     """Does --check exit 1 naming a stale or missing file and the command that regenerates it?"""
     assert build.main([], root=tmp_path) == 0
     assert build.main(["--check"], root=tmp_path) == 0
+    # a picture drawn by another matplotlib is not stale; a picture gone is
+    nb = nbformat.read(tmp_path / build.NOTEBOOK, as_version=4)
+    nb.cells[0].attachments["block_diagram.svg"]["image/svg+xml"] = base64.b64encode(b"<svg/>").decode()
+    nbformat.write(nb, tmp_path / build.NOTEBOOK)
+    assert build.main(["--check"], root=tmp_path) == 0
+    del nb.cells[0]["attachments"]
+    nbformat.write(nb, tmp_path / build.NOTEBOOK)
+    assert build.main(["--check"], root=tmp_path) == 1
     (tmp_path / build.STUB).write_text("# edited by hand\n")
     (tmp_path / build.NOTEBOOK).unlink()
     capsys.readouterr()
@@ -207,7 +216,8 @@ def test_notebook_is_valid_nbformat_with_unique_ids(notebook):
 
 def test_graded_cells_are_the_reference_definitions_in_teaching_order(notebook):
     """Is each graded code cell one API definition, verbatim from solutions/mha.py, in section order?"""
-    graded = [cell for cell in notebook.cells if nbgrader_meta(cell).get("solution") and cell.cell_type == "code"]
+    graded = [cell for cell in notebook.cells if nbgrader_meta(cell).get("solution") and cell.cell_type == "code"
+              and nbgrader_meta(cell)["grade_id"] != narrative.NUMERIC_GRADE_ID]
     order = [item.api for section in narrative.SECTIONS for item in section.items]
     assert [nbgrader_meta(cell)["grade_id"] for cell in graded] == order
     assert sorted(order) == sorted(API)
@@ -250,29 +260,100 @@ def test_notebook_runs_top_to_bottom_with_the_solutions(notebook):
 
 
 def test_notebook_has_three_manually_graded_written_questions(notebook):
-    """Are there three written questions, each a locked prompt followed by a hand-graded answer cell?"""
+    """Are there three written questions, each a locked nbgrader task whose mark scheme holds a
+    model answer and a rubric of criteria with points that add up to the task's points, and
+    an answer cell under it?"""
     cells = notebook.cells
-    answers = [i for i, cell in enumerate(cells) if cell.cell_type == "markdown" and nbgrader_meta(cell).get("solution")]
-    assert len(answers) == 3
-    for i in answers:
-        meta, prompt = nbgrader_meta(cells[i]), cells[i - 1]
-        assert (meta["grade"], meta["task"], meta["locked"]) == (True, False, False) and meta["points"] > 0
-        assert nbgrader_meta(prompt)["locked"] and prompt.cell_type == "markdown"
-    prompts = " ".join(cells[i - 1].source for i in answers)
+    tasks = [i for i, cell in enumerate(cells) if nbgrader_meta(cell).get("task")]
+    assert [nbgrader_meta(cells[i])["grade_id"] for i in tasks] == [q.grade_id for q in narrative.QUESTIONS]
+    for i, question in zip(tasks, narrative.QUESTIONS):
+        meta, source = nbgrader_meta(cells[i]), cells[i].source
+        assert (meta["grade"], meta["solution"], meta["locked"]) == (False, False, True)
+        assert meta["points"] == question.points == sum(p for p, _ in question.rubric) > 0
+        assert len(question.rubric) >= 2
+        scheme = source[source.index("### BEGIN MARK SCHEME"):source.index("### END MARK SCHEME")]
+        assert "**Model answer.**" in scheme and question.answer in scheme
+        for points, criterion in question.rubric:
+            assert f"- **{build._plural(points)}:** {criterion}" in scheme
+        assert question.prompt in source[:source.index("### BEGIN MARK SCHEME")]
+        answer = cells[i + 1]
+        assert answer.cell_type == "markdown" and "nbgrader" not in answer.metadata
+        assert "YOUR ANSWER HERE" in answer.source
+    prompts = " ".join(q.prompt for q in narrative.QUESTIONS)
     for topic in ("own projection matrices", "specialise", "share one set"):
         assert topic in prompts
 
 
 def test_notebook_teaches_the_source_material_in_order(notebook):
-    """Does the narrative walk through shape rules, projection, split, pooling, concat and the module, in order?"""
+    """Does the narrative walk through shape rules, projection (row and vector form), split,
+    pooling, concat, the module, the numeric and the written questions, in order, with the
+    course's material stated precisely (cost parity, specialisation)?"""
     headings = [cell.source.splitlines()[0] for cell in notebook.cells
                 if cell.cell_type == "markdown" and cell.source.startswith("## ")]
     assert headings == ["## 1. Shape rules", "## 2. Projection", "## 3. Per-head split", "## 4. Pooling",
-                        "## 5. Concat", "## 6. The module", "## 7. Written questions"]
-    text = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+                        "## 5. Concat", "## 6. The module", "## 7. Numbers to check", "## 8. Written questions"]
+    released = " ".join(" ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown"
+                                 and not nbgrader_meta(cell).get("task")).split())
     for material in ("Q^{[j]} = H W_j^q", r"d \times d_\text{total}/M", "Cost parity", "p_q h = p_k h = p_v h = p_o",
-                     "identical forever", "shared one set"):
-        assert material in text.replace("\n", " "), material
+                     # the vector form and its link to the row form and to nn.Linear
+                     r"h_i = f\big(W_i^{(q)} q,\; W_i^{(k)} k,\; W_i^{(v)} v\big) \in \mathbb{R}^{p_v}",
+                     r"W_i^{(q)} \in \mathbb{R}^{p_q \times d_q}", r"W_i^q = \big(W_i^{(q)}\big)^\top",
+                     "shape `(out, in)`", "additive or scaled dot-product",
+                     # cost parity, precisely: products match, the softmax does not
+                     r"$M \cdot n_q n_k$ entries instead of $n_q n_k$",
+                     # specialisation, in the released text, honestly
+                     "own subspace and its own similarity", "Different initial values give different gradients",
+                     "Nothing forces diversity", "identical forever", "shared one set",
+                     # the module section matches the parts it asks for
+                     "`attention_pool` returns `weights @ V` already"):
+        assert material in released, material
+    assert "drift towards complementary" not in notebook_text(notebook)
+    assert "The FLOPs match too" not in notebook_text(notebook)
+
+
+def notebook_text(nb) -> str:
+    return " ".join(cell.source for cell in nb.cells)
+
+
+def test_notebook_shows_its_figures(notebook):
+    """Do the title and the split section carry figures 1 and 2 as SVG attachments drawn by
+    assignments/figures.py, and does a locked cell define the show_heads helper verbatim and
+    another call it on the student's module (outside the autograder)?"""
+    from assignments import figures
+    cells = {cell.id: cell for cell in notebook.cells}
+    for cell_id, name in (("title", "block_diagram.svg"), ("section-3", "split_diagram.svg")):
+        assert f"(attachment:{name})" in cells[cell_id].source
+        svg = base64.b64decode(cells[cell_id].attachments[name]["image/svg+xml"]).decode()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    helper = cells["figure_helpers"]
+    assert inspect.getsource(figures.show_heads).rstrip() in helper.source
+    assert nbgrader_meta(helper)["locked"] and not nbgrader_meta(helper)["grade"]
+    call = cells["show_heads"].source
+    assert 'if __name__ == "__main__":' in call and "show_heads(MultiHeadAttention" in call
+
+
+def test_show_heads_draws_distinct_heads_above_identical_shared_ones(capsys):
+    """Does the notebook's helper draw 2 × M maps of the student's module: the top row (its
+    own heads) different from one another, the bottom row (one shared set) identical; and
+    for an unfinished module print why and draw nothing?"""
+    pytest.importorskip("matplotlib")
+    from assignments import figures
+    fig = figures.show_heads(reference.MultiHeadAttention, d_model=16, num_heads=4, n=6)
+    maps = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()]
+    assert len(maps) == 8
+    own, shared = maps[:4], maps[4:]
+    assert all(abs(own[j] - own[0]).max() > 1e-3 for j in range(1, 4))
+    assert all(abs(shared[j] - shared[0]).max() < 1e-12 for j in range(1, 4))
+    assert abs(shared[0] - own[0]).max() < 1e-12                      # head 0 keeps its weights
+    assert figures.show_heads(stub_class()) is None
+    assert "cannot be drawn yet: NotImplementedError" in capsys.readouterr().out
+
+
+def stub_class():
+    spec = importlib.util.spec_from_file_location("assignments_stub_mha2", ROOT / build.STUB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MultiHeadAttention
 
 
 def test_nbgrader_releases_stubs_that_fail_readably(notebook):
@@ -285,7 +366,7 @@ def test_nbgrader_releases_stubs_that_fail_readably(notebook):
     release, _ = ClearSolutions().preprocess(copy.deepcopy(notebook), {})
     cells = cells_by_grade_id(release)
     assert all(cells[name].source.count("raise NotImplementedError()") >= 1 for name in API)
-    assert all(cells[q.grade_id].source == "YOUR ANSWER HERE" for q in narrative.QUESTIONS)
+    assert cells[narrative.NUMERIC_GRADE_ID].source.count("raise NotImplementedError()") == 3
     namespace = {"__name__": "mha_release"}
     for cell in release.cells:
         if cell.cell_type != "code":

@@ -75,7 +75,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 def test_every_command_is_listed():
     """Are the contract's commands there (grade, batch, demo) and the others the README names?"""
     assert set(subcommands()) == {"grade", "batch", "report", "bench", "demo", "checks",
-                                  "audit", "package"}
+                                  "audit", "package", "variant"}
 
 
 @pytest.mark.parametrize("name", sorted(subcommands()))

@@ -30,10 +30,13 @@ def grader():
 
 
 def test_default_rubric_totals_100():
-    """Do the default rubric's points add up to 100, over checks that all exist?"""
+    """Do the default rubric's points add up to 100 for the code, plus 4 for the notebook's
+    numeric questions, over checks that all exist?"""
     from autograder import checks
     rubric = scoring.load_rubric(known=set(checks.load_all()))
-    assert sum(rubric.points.values()) == pytest.approx(100)
+    questions = {name for name, c in checks.load_all().items() if c.group == "questions"}
+    assert sum(v for name, v in rubric.points.items() if name not in questions) == pytest.approx(100)
+    assert sum(rubric.points[name] for name in questions) == pytest.approx(4)
     assert set(rubric.points) == set(checks.load_all())
 
 

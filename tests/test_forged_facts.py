@@ -278,6 +278,9 @@ REACHES = {
                                       "patch(torch)\n"),
     "a module in a container": "import torch\nbox = [torch]\nbox[0].equal = None\n",
     "globals by key": "import torch\nglobals()['torch'].equal = None\n",
+    "sys through os": "import os\nm = os.sys.modules\n",
+    "the seed the grader set": "import torch\nif torch.initial_seed() == 0:\n    pass\n",
+    "the random state": "from torch import random\nstate = random.get_rng_state()\n",
     "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
     "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
     "global module hooks": ("import torch\n"
@@ -444,3 +447,13 @@ def test_the_traced_forwards_sizes_and_weights_come_from_the_runs_seed():
     again = evidence.trace_spec(Probe(student=None, reference=None, seed=0),
                                 list(evidence.TRACES)[0])
     assert again["shapes"] == specs[0]["shapes"]
+
+
+def test_a_forbidden_name_in_code_that_never_calls_it_costs_nothing(grader, tmp_path):
+    """The kernel watch is trusted where nothing reaches for it: code that only names the
+    built-in (a feature test, a dead branch) is graded by what it does."""
+    code = BASE + textwrap.dedent('''
+        HAS_FLASH = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    ''')
+    report = grade(grader, tmp_path, "named", code)
+    assert report["score"] == 100.0 and report["diagnoses"] == []

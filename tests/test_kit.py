@@ -94,7 +94,7 @@ def test_released_notebook_holds_only_stubs_public_tests_and_comments(kit):
             continue
         kind = parts.cell_part(grade_id)
         if meta.get("solution"):
-            assert "raise NotImplementedError()" in cell.source and grade_id in API
+            assert "raise NotImplementedError()" in cell.source
             seen.add(grade_id)
         elif kind and not kind[1]:                       # hidden_<part>
             assert all(not line.strip() or line.lstrip().startswith("#")
@@ -105,10 +105,12 @@ def test_released_notebook_holds_only_stubs_public_tests_and_comments(kit):
             assert [line for line in code.splitlines() if line.strip() and not line.startswith("#")] \
                 == [f"run_check(check_{kind[0]}, globals())"]
         else:
-            assert grade_id in ("imports", "test_helpers"), grade_id
+            assert grade_id in ("imports", "test_helpers", "figure_helpers", "show_heads"), grade_id
             if grade_id == "test_helpers":
                 assert public.helpers in cell.source
-    assert seen == set(API)
+    assert seen >= set(API)
+    text = "\n".join(cell.source for cell in nb.cells)
+    assert "Model answer" not in text and "MARK SCHEME" not in text     # nbgrader's ClearMarkScheme
 
 
 def test_every_pointer_of_the_stub_resolves_in_the_kit(kit):
@@ -162,8 +164,11 @@ def test_release_clears_solutions_and_hidden_regions():
                                   metadata={"nbgrader": {"solution": True, "grade_id": "f"}}),
         nbformat.v4.new_code_cell("# t\n### BEGIN HIDDEN TESTS\nassert f() == 42\n### END HIDDEN TESTS",
                                   metadata={"nbgrader": {"grade": True, "grade_id": "t"}}),
-        nbformat.v4.new_markdown_cell("the answer is 42", metadata={"nbgrader": {"solution": True}})])
+        nbformat.v4.new_markdown_cell("the answer is 42", metadata={"nbgrader": {"solution": True}}),
+        nbformat.v4.new_markdown_cell("**(a)** Why?\n\n### BEGIN MARK SCHEME\nBecause 42.\n### END MARK SCHEME",
+                                      metadata={"nbgrader": {"task": True, "locked": True}})])
     out = package.release_notebook(nb)
     assert out.cells[0].source == "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError()"
     assert out.cells[1].source == "# t"
     assert out.cells[2].source == "YOUR ANSWER HERE"
+    assert out.cells[3].source == "**(a)** Why?"

@@ -141,24 +141,31 @@ def course(tmp_path_factory):
                                 str(course / "submitted" / s / "mha" / "mha.ipynb"), "--format", "json",
                                 "--seed", SEED, "--output", str(tmp / f"{s}.json")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in STUDENTS}
-    # What the kernel alone would give the tamperer: nbgrader's own pipeline, our plugin off.
-    run(["nbgrader", "autograde", "mha", "--student", "tamper", "--TrustedGrades.enabled=False"], course)
-    untrusted = cell_scores(course)["tamper"]
-    run(["nbgrader", "autograde", "mha", "--force"], course)
+    # What the kernel alone would give the tamperer: nbgrader's own pipeline (Execute), in a
+    # copy of the course whose config keeps nbgrader's default autograde preprocessors.
+    plain = tmp / "plain"
+    shutil.copytree(course, plain)
+    config = (plain / "nbgrader_config.py").read_text()
+    line = "c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()\n"
+    assert line in config
+    (plain / "nbgrader_config.py").write_text(config.replace(line, ""))
+    run(["nbgrader", "autograde", "mha", "--student", "tamper"], plain)
+    untrusted = cell_scores(plain)["tamper"]
+    autograded = run(["nbgrader", "autograde", "mha", "--force"], course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "mha") as gb:
         for g in gb.find_submission_notebook("mha", "mha", "correct").grades:
             if g.name.startswith("written_"):
                 g.manual_score = g.max_score
         gb.db.commit()
     scores = exported(course)
-    run(["nbgrader", "generate_feedback", "mha"], course)
+    feedback = run(["nbgrader", "generate_feedback", "mha"], course)
     reports = {}
     for student, proc in cli.items():
         output = proc.communicate(timeout=900)[0]
         assert proc.returncode == 0, output.decode(errors="replace")[-3000:]
         reports[student] = json.loads((tmp / f"{student}.json").read_text())
     return {"root": course, "untrusted": untrusted, "exported": scores, "cells": cell_scores(course),
-            "reports": reports}
+            "reports": reports, "logs": autograded.stderr + feedback.stderr}
 
 
 def expected_parts(report: dict, maxima: dict[str, float]) -> dict[str, float]:
@@ -183,7 +190,7 @@ def test_exported_scores_equal_the_autograders(course):
         for cell in gb.find_notebook("mha", "mha").grade_cells:
             if parts.cell_part(cell.name):
                 maxima[cell.name] = cell.max_score
-    assert sum(maxima.values()) == pytest.approx(100.0)
+    assert sum(maxima.values()) == pytest.approx(104.0)          # 100 + the numeric questions' 4
     for student in STUDENTS:
         report, cells = course["reports"][student], course["cells"][student]
         expected = expected_parts(report, maxima)
@@ -192,9 +199,9 @@ def test_exported_scores_equal_the_autograders(course):
         assert course["exported"][student] == pytest.approx(sum(cells.values()) + written, abs=1e-3)
         if not any(c["status"] == "skipped" for c in report["checks"]):
             assert sum(cells.values()) == pytest.approx(report["score"], abs=0.01), student
-    assert course["reports"]["correct"]["score"] == 100.0
-    assert course["exported"]["correct"] == pytest.approx(106.0)
-    assert course["reports"]["mistake"]["score"] < 100.0
+    assert course["reports"]["correct"]["score"] == 104.0
+    assert course["exported"]["correct"] == pytest.approx(110.0)
+    assert course["reports"]["mistake"]["score"] < 104.0
     assert "split.no-transpose" in [d["code"] for d in course["reports"]["mistake"]["diagnoses"]]
 
 
@@ -202,7 +209,7 @@ def test_the_tamperer_gains_nothing(course):
     """Does a kernel patched to fake full marks (helpers, torch.allclose, print, stderr, display
     hook) fool nbgrader alone, and gain nothing once the autograder scores the cells?"""
     untrusted, trusted = course["untrusted"], course["cells"]["tamper"]
-    assert sum(untrusted.values()) == pytest.approx(100.0), untrusted      # the attack is real
+    assert sum(untrusted.values()) == pytest.approx(104.0), untrusted      # the attack is real
     report = course["reports"]["tamper"]
     assert report["score"] < 20.0
     assert sum(trusted.values()) <= report["score"] + 1e-3
@@ -255,3 +262,19 @@ def test_audit_lists_the_students_whose_gradebook_score_differs(course, tmp_path
     assert [d["student"] for d in audit["differences"]] == ["mistake"]
     cells = audit["differences"][0]["cells"]
     assert [c["cell"] for c in cells] == ["hidden_split_heads"]
+
+
+def test_nbgrader_says_only_what_matters_and_the_feedback_opens_with_the_work(course):
+    """Are nbgrader's false alarms gone (nine "checksum has changed!" per student, nbgrader
+    #1961; display_data_priority; SQLAlchemy's session warnings) with one line saying why,
+    no kernel started, and does the feedback name each autograded cell and fold the helper
+    cell to one line?"""
+    logs = course["logs"]
+    for noise in ("has changed!", "display_data_priority", "SAWarning", "Executing notebook"):
+        assert noise not in logs, noise
+    assert logs.count("hidden test cells put back from the course") == len(STUDENTS)
+    html = (course["root"] / "feedback" / "mistake" / "mha" / "mha.html").read_text()
+    assert ">Test cell<" not in html
+    assert "Public tests: split_heads" in html and "Hidden tests: the conventions" in html
+    assert "test_helpers: the course&#39;s" in html or "test_helpers: the course's" in html
+    assert "def run_check(" not in html

@@ -84,6 +84,7 @@ class Probe:
     has_cuda: bool = False
     device: str = "cpu"
     observations: dict = field(default_factory=dict)
+    variant: object = None      #: the student's autograder.variants.Variant (numeric questions)
 
     def generator(self, salt: str) -> torch.Generator:
         """A generator seeded by the run's seed and the check: checks stay independent."""
@@ -111,5 +112,5 @@ def _stable_hash(text: str) -> int:
 
 def load_all() -> dict[str, Check]:
     """Import every module of checks so their decorators run."""
-    from . import functions, module, structure  # noqa: F401
+    from . import functions, module, questions, structure  # noqa: F401
     return REGISTRY

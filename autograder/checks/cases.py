@@ -22,13 +22,16 @@ def randn(gen, *shape) -> torch.Tensor:
 
 
 def lens(gen, batch: int, n_k: int, *, n_q: int | None = None, zero: bool = True) -> torch.Tensor:
-    """Valid lengths including 0 (if asked) and the full length n_k."""
+    """Valid lengths including 0 (if asked), the full length n_k and, where there is room, a
+    partial one."""
     shape = (batch,) if n_q is None else (batch, n_q)
     out = torch.randint(0 if zero else 1, n_k + 1, shape, generator=gen)
     flat = out.reshape(-1)
     flat[0] = 0 if zero else 1
     if flat.numel() > 1:
         flat[-1] = n_k
+    if flat.numel() > 2 and n_k > 1:
+        flat[1] = n_k // 2          # a partial row whatever the seed: diagnoses need one
     return out
 
 

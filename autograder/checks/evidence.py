@@ -216,6 +216,7 @@ def trace_spec(p, name: str) -> dict:
                               for r, s in sizes.items()})
                 return w
             specs[config] = {"heads": list(HEAD_COUNTS), "init": init, "shapes": shapes,
+                             "seed": int(torch.randint(2**31, (1,), generator=gen)),
                              "loads": {str(h): weights() for h in HEAD_COUNTS}}
         return specs
     return once(p, "trace-spec", make)[name]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..compare import CheckFailed, expect_close
+from ..compare import CheckFailed, expect_close, expect_shape
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 from .functions import F64
@@ -110,10 +110,15 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
-@check("MultiHeadAttention.raises", group="mha", hidden=False, requires=["MultiHeadAttention.params"],
-       instruments=["exception"])
+@check("MultiHeadAttention.raises", group="mha", hidden=False, instruments=["exception"])
 def mha_raises(p: Probe) -> None:
-    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3."""
+    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (graded once
+    MultiHeadAttention(8, 2) builds)."""
+    p.student.require("MultiHeadAttention")
+    built = p.student.probe("mha_raises", "mha", init={"d_model": 8, "num_heads": 2})
+    if "raised" in built or "bad" in built:
+        raise CheckFailed("not graded: MultiHeadAttention(8, 2) could not be built either, so "
+                          "raising proves nothing yet")
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)
@@ -176,7 +181,10 @@ def mha_dropout(p: Probe) -> None:
     train = [dict(inputs(gen, c), train=True, seed=1)]
     student, _ = run_both(p, c, train, dropout=0.5)
     _, eval_ref = run_both(p, c, [dict(train[0], train=False)], dropout=0.5)
-    if torch.allclose(student["runs"][0]["out"], eval_ref["runs"][0]["out"], rtol=0, atol=1e-12):
+    trained, eval_out = student["runs"][0]["out"], eval_ref["runs"][0]["out"]
+    expect_shape(trained, expected=tuple(eval_out.shape),
+                 what=f"{c.describe()} with dropout=0.5 in training mode: forward")
+    if torch.allclose(trained.double(), eval_out.double(), rtol=0, atol=1e-12):
         raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode gave the eval-mode "
                           "output: dropout on the attention weights never acts")
     _dropout_acts_on_the_weights(p, gen)
@@ -208,13 +216,19 @@ def _dropout_acts_on_the_weights(p: Probe, gen) -> None:
                           "dropout(weights) @ V.")
 
 
+def forbidden_seen(observations: dict) -> list[str]:
+    """The forbidden built-ins the kernel watch saw called, and, where the code reaches for
+    the grader's instruments (so the watch may have been silenced), those its source names."""
+    source = observations.get("source")
+    named = {str(f) for f in source.forbidden} if source and source.tampering else set()
+    return sorted(set(observations.get("forbidden", ())) | named)
+
+
 @check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"],
        instruments=["forbidden"])
 def mha_own_parts(p: Probe) -> None:
     """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""
-    source = p.observations.get("source")
-    hits = sorted(set(p.observations.get("forbidden", set()))
-                  | {str(f) for f in (source.forbidden if source else ())})
+    hits = forbidden_seen(p.observations)
     if hits:
         raise CheckFailed("the submission uses built-in attention the assignment forbids ("
                           + ", ".join(hits) + "); build the module from your own projection, "

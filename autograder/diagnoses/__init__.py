@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..model import Diagnosis, Status
+from ..runner import grader_fault
 from ..sandbox.host import StudentError
 
 DIAGNOSES: list = []
@@ -31,6 +32,8 @@ def diagnose(probe, results) -> list[Diagnosis]:
             message = fn(probe, by_name)
         except StudentError:
             message = None
+        except Exception as e:   # noqa: BLE001 — judging the submission's data never crashes
+            message = grader_fault(probe, f"diagnosis {code}", e, "it was not made") and None
         if message:
             found.append(Diagnosis(code, message))
     return found

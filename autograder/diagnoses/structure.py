@@ -10,6 +10,7 @@ import torch
 
 from ..checks import evidence as ev
 from ..checks import evidence_device as evd
+from ..checks.module import forbidden_seen
 from . import diagnosis
 
 H = ev.HEADS_CONFIG.num_heads
@@ -29,15 +30,25 @@ def _counts(values: dict) -> str:
 
 @diagnosis("heads.shared-weights")
 def shared_weights(p, results):
-    off = [(name, s, e) for name, s, _, e in ev.param_counts(p) if set(s.values()) != {e}]
+    """One set of per-head matrices serves every head: the parameter count falls as num_heads
+    grows (each head's width shrinks and nothing is per head), whether the heads then see the
+    same input (identical heads) or each its own slice of it (a (p x p) layer per slice)."""
     spread = ev.fresh_spread(p)
-    if not off or spread is None or spread > ev.SAME:
-        return None
-    name, counts, expected = off[0]
-    return (f"every head uses the same projection: all {H} heads' attention weights are "
-            f"identical, and the parameter count is {_counts(counts)} instead of {expected} "
-            f"({ev.describe_trace(p, name)}). " + ONE_HEAD.format(h=H) + ". Make W_q, W_k and W_v "
-            "nn.Linear(d_model, d_total) and give head j its own block of columns.")
+    for name, counts, _, expected in ev.param_counts(p):
+        values = list(counts.values())
+        if set(values) == {expected} or not all(a > b for a, b in zip(values, values[1:])):
+            continue
+        if spread is not None and spread <= ev.SAME:
+            how = f"all {H} heads' attention weights are identical. " + ONE_HEAD.format(h=H)
+        else:
+            how = ("the heads differ only because each sees another slice of the input: the "
+                   "projection itself is shared")
+        return (f"every head uses the same projection: the parameter count is "
+                f"{_counts(counts)} instead of {expected} whatever num_heads "
+                f"({ev.describe_trace(p, name)}), so one set of per-head matrices serves all "
+                f"heads; {how}. Make W_q, W_k and W_v nn.Linear(d_model, d_total) and give "
+                "head j its own block of columns.")
+    return None
 
 
 @diagnosis("heads.tiled-block")
@@ -121,9 +132,7 @@ def host_sync(p, results):
 
 @diagnosis("api.forbidden-sdpa")
 def forbidden_sdpa(p, results):
-    source = p.observations.get("source")
-    hits = sorted(set(p.observations.get("forbidden", ()))
-                  | {str(f) for f in (source.forbidden if source else ())})
+    hits = forbidden_seen(p.observations)
     if not hits:
         return None
     return ("the submission calls built-in attention the assignment forbids ("
@@ -142,15 +151,16 @@ def qkv_aliased(p, results):
 @diagnosis("mask.fp16-overflow")
 def fp16_overflow(p, results):
     failures = evd.precision_failures(p)
-    bf16 = {part for mode, part, _ in failures if "bfloat16" in mode}
-    fp16 = [(mode, part, what) for mode, part, what in failures
-            if mode.endswith("-float16") and part not in bf16]
+    fp16 = [(mode, part, what) for mode, part, what in failures if mode.endswith("-float16")]
     if not fp16:
         return None
     mode, part, what = fp16[0]
-    return (f"{part} under {mode} (masks with length 0): {what}, while float32 and bfloat16 "
-            "are fine. The mask constant does not fit in float16 (largest 65504): fill with "
-            "torch.finfo(scores.dtype).min.")
+    bf16 = any("bfloat16" in m and q == part for m, q, _ in failures)
+    also = (" and in bfloat16 too (a constant beyond bfloat16's range as well, such as "
+            "float32's minimum)" if bf16 else ", while bfloat16 is fine")
+    return (f"{part} under {mode} (masks with length 0): {what}, while float32 is fine{also}. "
+            "The mask constant does not fit in the low-precision dtype (float16's largest is "
+            "65504): fill with torch.finfo(scores.dtype).min.")
 
 
 def _softmax_pairs(p):
@@ -168,7 +178,7 @@ def _softmax_pairs(p):
 
 
 def _float32_detour(actual, expected) -> bool:
-    if type(actual) is not torch.Tensor or expected.dtype != torch.float64 \
+    if type(actual) is not torch.Tensor or actual.is_complex() or expected.dtype != torch.float64 \
             or actual.shape != expected.shape or not torch.isfinite(expected).all():
         return False
     diff = float((actual.double() - expected).abs().max())

@@ -28,10 +28,22 @@ def _same(a, b) -> bool:
     return _close(a, b)
 
 
+#: What .view() raises on memory it cannot describe: code written with .view where the
+#: mistake's example uses .reshape raises on the checks' non-contiguous inputs.
+VIEW_ERRORS = ("view size is not compatible", "use .reshape", "contiguous")
+
+
+def _view_error(result) -> bool:
+    message = str(result.get("raised", {}).get("message", "")).lower()
+    return any(text in message for text in VIEW_ERRORS)
+
+
 def behaves_like(records, mistake) -> bool:
-    """True if, on every case where the mistake differs from the reference, the student
-    does what the mistake does (raises where it raises, same values where it returns),
-    and there is at least one such case."""
+    """True if the student does what the mistake does on at least one case where the mistake
+    differs from the reference, and on every such case either does that (raises where it
+    raises, the same values where it returns) or the reference's thing: a mistake that shows
+    in some configurations only is still that mistake. A .view() that cannot take a
+    non-contiguous input is no evidence either way."""
     telling = 0
     for case, result, expected in records:
         args = [_prepare(a) for a in case.args]
@@ -39,15 +51,20 @@ def behaves_like(records, mistake) -> bool:
             predicted = mistake(*args)
         except Exception:
             if "raised" not in result:
+                if _same(result.get("value"), expected):
+                    continue
                 return False
             telling += 1
             continue
         if "raised" in result:
+            if _view_error(result):
+                continue
             return False            # the mistake runs here; the student's code does not
         if _same(predicted, expected):
             continue
-        telling += 1
-        if not _same(result.get("value"), predicted):
+        if _same(result.get("value"), predicted):
+            telling += 1
+        elif not _same(result.get("value"), expected):
             return False
     return telling > 0 and any("value" in result for _, result, _ in records)
 
@@ -57,9 +74,18 @@ def calls(probe, fn):
 
 
 def forward_behaves_like(probe, **mistake) -> bool:
-    """The module's forward matches simulate(..., **mistake) wherever that differs."""
+    """The module's forward matches simulate(..., **mistake) on at least one run where that
+    differs from the reference, and on every such run matches it or the reference. Read on
+    the module as the student wrote it, and on the module graded with the reference's parts
+    in place of the student's wrong ones (``carried``: its own mistakes, alone)."""
+    return any(_forward_like(observed, **mistake)
+               for observed in (probe.observations.get("mha", []),
+                                probe.observations.get("carried_mha", [])))
+
+
+def _forward_like(observed, **mistake) -> bool:
     telling = 0
-    for config, runs, student, ref in probe.observations.get("mha", []):
+    for config, runs, student, ref in observed:
         state = ref.get("state")
         if state is None:
             continue
@@ -72,8 +98,9 @@ def forward_behaves_like(probe, **mistake) -> bool:
                 continue            # a mistake that cannot run gives no evidence either way
             if _close(out, r["out"]):
                 continue
-            telling += 1
-            if not _close(s["out"], out):
+            if _close(s["out"], out):
+                telling += 1
+            elif not _close(s["out"], r["out"]):
                 return False
     return telling > 0
 

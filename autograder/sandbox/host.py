@@ -22,6 +22,9 @@ from .spawn import GraderError, Zygote  # noqa: F401  (re-exported: callers impo
 OUTPUT_HEAD, OUTPUT_TAIL = 64 << 10, 16 << 10
 
 
+ASK_LIMIT = 512          #: questions the sandbox may ask during one probe (probes.ASK_LIMIT)
+
+
 class StudentError(Exception):
     """The submission failed to answer a probe: it raised, crashed, hung or sent garbage."""
 
@@ -151,15 +154,28 @@ class Sandbox:
 
     # -- probes ----------------------------------------------------------------------
 
-    def probe(self, name: str, *, group: str, timeout: float | None = None, **kwargs):
-        """Run one probe; returns its data (checked for form) or raises StudentError."""
+    def probe(self, name: str, *, group: str, timeout: float | None = None, carry=None,
+              **kwargs):
+        """Run one probe; returns its data (checked for form) or raises StudentError.
+
+        ``carry``: (parts, answer): the parts the sandbox asks the grader for during this
+        probe (error carried forward), and ``answer(question) -> dict`` that answers."""
         self._ready_for(group)
         limit = min(timeout or self.probe_timeout, self._left(),
                     self.group_budget - self.group_spent.get(group, 0.0))
         started = time.monotonic()
+        message = {"probe": name, "kwargs": kwargs}
+        if carry:
+            message["carry"] = sorted(carry[0])
         try:
-            answer = self._exchange({"probe": name, "kwargs": kwargs}, limit,
-                                    "during the check", group=group)
+            answer = self._exchange(message, limit, "during the check", group=group)
+            asked = 0
+            while carry and isinstance(answer.get("ask"), dict) and asked < ASK_LIMIT:
+                asked += 1
+                reply = carry[1](answer["ask"], set(carry[0]))
+                left = limit - (time.monotonic() - started)
+                answer = self._exchange(None, left, "during the check", group=group,
+                                        reply=reply)
         except StudentError:
             self._stop()
             raise
@@ -207,14 +223,19 @@ class Sandbox:
             raise StudentError(f"the submission's sandbox sent back a result of the wrong "
                                f"form ({e}); was the grader's probe code tampered with?") from None
 
-    def _exchange(self, message, timeout: float, when: str, group: str | None = None) -> dict:
-        """Send a message (if any) and read the answer, on the grader's clock."""
+    def _exchange(self, message, timeout: float, when: str, group: str | None = None,
+                  reply: dict | None = None) -> dict:
+        """Send a message (if any; a ``reply`` to a question keeps the request's number) and
+        read the answer, on the grader's clock."""
         started = time.monotonic()
         try:
             if message is not None:
                 self.seq += 1
                 self.chan.settimeout(max(timeout, 0.001))
                 self.chan.sendall(protocol.pack(dict(message, nonce=self.nonce, seq=self.seq)))
+            elif reply is not None:
+                self.chan.settimeout(max(timeout, 0.001))
+                self.chan.sendall(protocol.pack(dict(reply, nonce=self.nonce, seq=self.seq)))
             answer = protocol.unpack(protocol.read_frame(_reader(self.chan, started + timeout)))
         except (TimeoutError, socket.timeout):
             self._stop()

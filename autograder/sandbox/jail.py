@@ -6,9 +6,23 @@ read-only. The grader's checkout, the reference, the hidden checks, other submis
 the home folders are simply not there. Each sandbox then gets its own /tmp and /dev/shm,
 a fresh /proc (its own PID namespace: it sees only its own processes), and no network.
 
-As root, the zygote builds this root once (``build``) in a private mount namespace and
-every sandbox copies it with ``unshare(CLONE_NEWNS)`` and enters it (``enter``): a few
-mounts per submission. Without root the sandbox builds it itself inside a user namespace.
+The zygote builds this root once (``build``) in a private mount namespace and every
+sandbox copies it with ``unshare(CLONE_NEWNS)`` and enters it (``enter``): a few mounts per
+submission. As root the zygote does so directly; without root it first enters a user
+namespace of its own (``own_user_namespace``: it is root there, and only there) and a PID
+namespace in which it is the first process. Either way the sandbox ends with no capability
+at all (``drop_capabilities``): as root by becoming a fresh unprivileged user; without root
+by entering a nested user and mount namespace (``nested_user_namespace``), in which every
+mount it inherited is locked (it can neither be unmounted to show what lies under it nor
+be made writable), as a non-zero uid. Only if no user namespace can be made at all is the
+sandbox left with reduced isolation, and it says so.
+
+Memory that no process's size shows (System V shared memory, memfd) is capped here too:
+``cap_sysv_shm`` sets the sandbox's own IPC namespace's limits to zero, and
+``refuse_memfd`` installs a seccomp filter that answers ``memfd_create`` with EPERM, and
+refuses new user and IPC namespaces, in which the sandbox could mount an unbounded tmpfs or
+have uncapped shared memory (used where no cgroup charges such pages to the sandbox: see
+``cgroups``).
 
 Imported inside the zygote and the sandbox as the top-level module ``jail``: it imports
 nothing from the grader.
@@ -26,6 +40,8 @@ CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
 SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/sys")
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -188,3 +204,144 @@ def enter(root: str, *, owner: str, tmp_bytes: int, own_proc: bool, hide=()) -> 
         os.chroot(".")
     os.chdir("/tmp")
     return notes
+
+
+# ----------------------------------------------------------------------------------------
+# Users and capabilities
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def own_user_namespace(inside: int, outside_uid: int, outside_gid: int, flags: int = 0) -> None:
+    """Enter a new user namespace (with `flags`, e.g. a mount namespace) in which this
+    process is `inside`, mapped to its own uid and gid outside; nothing else is mapped, and
+    groups can never be changed there (setgroups denied)."""
+    if not unshare(CLONE_NEWUSER | flags):
+        raise JailError(f"no user namespace: {os.strerror(ctypes.get_errno())}")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{inside} {outside_uid} 1")
+    _write("/proc/self/gid_map", f"{inside} {outside_gid} 1")
+
+
+def nested_user_namespace(uid: int) -> None:
+    """In the sandbox, still root of the zygote's user namespace: become `uid` of a nested
+    user namespace with its own mount namespace. Every mount seen there came from a more
+    privileged namespace and is locked, so no capability held there can undo the jail."""
+    own_user_namespace(uid, os.geteuid(), os.getegid(), CLONE_NEWNS)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_bounding_set() -> None:
+    """No capability can ever be gained again (needs CAP_SETPCAP: done while it is held)."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break                 # EINVAL: past the last capability; EPERM: not ours to drop
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding (where still allowed), ambient, effective, permitted and
+    inheritable sets."""
+    drop_bounding_set()
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)     # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise JailError(f"capset: {os.strerror(ctypes.get_errno())}")
+
+
+def capabilities() -> dict[str, int]:
+    """CapEff, CapPrm, ... of this process, as numbers (from /proc/self/status)."""
+    with open("/proc/self/status") as f:
+        return {k: int(v, 16) for k, v in (line.split(":") for line in f
+                                           if line.startswith("Cap"))}
+
+
+# ----------------------------------------------------------------------------------------
+# Memory no process's size shows
+
+SHM_LIMITS = ("/proc/sys/kernel/shmmni", "/proc/sys/kernel/shmall", "/proc/sys/kernel/shmmax")
+
+
+def cap_sysv_shm() -> None:
+    """No System V shared memory in this IPC namespace (ours alone): a detached segment
+    would outlive every process and be in no process's size. Needs privilege over the
+    namespace, so is done before the sandbox gives up its capabilities."""
+    for path in SHM_LIMITS:
+        try:
+            _write(path, "0")
+        except OSError as e:
+            raise JailError(f"System V shared memory could not be capped ({path}: "
+                            f"{os.strerror(e.errno)})") from None
+
+
+#: Per seccomp_data.arch: (memfd_create, memfd_secret), (unshare, clone), clone3.
+SYSCALLS = {0xC000003E: ((319, 447), (272, 56), 435),      # x86_64
+            0x40000003: ((356, 447), (310, 120), 435),     # i386
+            0xC00000B7: ((279, 447), (97, 220), 435)}      # aarch64
+X32_BIT = 1 << 30                 #: x86_64's x32 calls: refused outright (nothing here uses them)
+NEW_NAMESPACES = CLONE_NEWUSER | CLONE_NEWIPC     #: flags refused in unshare and clone
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+
+
+class _Instruction(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
+
+
+def _memfd_filter() -> list[tuple[int, int, int, int]]:
+    """A classic BPF program. For each known architecture: memfd_create and memfd_secret
+    fail with EPERM; so do unshare and clone asking for a new user or IPC namespace (a user
+    namespace of its own would let the sandbox mount an unbounded tmpfs, an IPC namespace
+    of its own would have uncapped shared memory); clone3, whose flags a filter cannot
+    read, answers ENOSYS, so the C library falls back to clone. Everything else is allowed.
+    Jumps are forward offsets, resolved to the labels "deny", "enosys" and "flags:ARCH"."""
+    program: list = [(_LD_ABS, 0, 0, 4)]                                    # arch
+    for arch, (memfd, spawn, clone3) in SYSCALLS.items():
+        block: list = [(_LD_ABS, 0, 0, 0)]                                  # nr
+        if arch == 0xC000003E:
+            block.append((_JGE, "deny", 0, X32_BIT))
+        block += [(_JEQ, "deny", 0, n) for n in memfd]
+        block += [(_JEQ, f"flags:{arch}", 0, n) for n in spawn]
+        block += [(_JEQ, "enosys", 0, clone3), (_RET, 0, 0, _ALLOW)]
+        block += [(f"flags:{arch}",), (_LD_ABS, 0, 0, 16),                 # args[0], low half
+                  (_JSET, "deny", 0, NEW_NAMESPACES), (_RET, 0, 0, _ALLOW)]
+        size = sum(1 for i in block if len(i) == 4)
+        program.append((_JEQ, 0, size, arch))
+        program += block
+    program += [(_RET, 0, 0, _ALLOW), ("deny",), (_RET, 0, 0, _EPERM),
+                ("enosys",), (_RET, 0, 0, _ENOSYS)]
+    labels, code = {}, []
+    for item in program:
+        if len(item) == 1:
+            labels[item[0]] = len(code)
+        else:
+            code.append(item)
+    return [(c, labels[jt] - i - 1 if isinstance(jt, str) else jt, jf, k)
+            for i, (c, jt, jf, k) in enumerate(code)]
+
+
+def refuse_memfd() -> None:
+    """memfd_create (and new user or IPC namespaces) fail with EPERM from now on, in this
+    process and its children: an anonymous file's pages are in no process's size until
+    mapped. Needs no_new_privs."""
+    code = _memfd_filter()
+    instructions = (_Instruction * len(code))(*code)
+    program = _Program(len(code), instructions)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise JailError(f"memfd could not be refused: {os.strerror(ctypes.get_errno())}")

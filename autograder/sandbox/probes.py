@@ -120,6 +120,47 @@ def call(api, fn: str, args: list, kwargs: dict | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
+# Error carried forward: a part answered by the grader
+
+#: The parts a module (or another part) is built from, which the grader may answer instead.
+CARRYABLE = ("project", "project_heads", "split_heads", "concat_heads", "masked_softmax",
+             "attention_pool")
+_SLOT = "<tensor>"
+ASK_LIMIT = 512          #: questions one probe may ask the grader
+
+
+def carried(fn: str, ask):
+    """``fn`` answered by the grader: ``ask({"fn", "mode": "value"|"vjp", "args", "grads"})``
+    sends the student's own arguments over the channel and returns the grader's answer (the
+    reference's value, or its vector-Jacobian product in backward). No reference code is
+    here: only its answers to the calls the student's code makes."""
+    class Part(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, layout, *tensors):
+            ctx.layout = layout
+            ctx.save_for_backward(*tensors)
+            return ask({"fn": fn, "mode": "value", "args": _rebuild(layout, tensors)})
+
+        @staticmethod
+        def backward(ctx, *grads):
+            back = ask({"fn": fn, "mode": "vjp", "args": _rebuild(ctx.layout, ctx.saved_tensors),
+                        "grads": list(grads)})
+            return (None, *back)
+
+    def part(*args, valid_lens=None):
+        args = list(args) + ([valid_lens] if valid_lens is not None else [])
+        layout = tuple(_SLOT if _type(a) is _Tensor else a for a in args)
+        return Part.apply(layout, *(a for a in args if _type(a) is _Tensor))
+    part.__name__ = fn
+    return part
+
+
+def _rebuild(layout, tensors) -> list:
+    tensors = iter(tensors)
+    return [next(tensors).detach() if a == _SLOT else a for a in layout]
+
+
+# ----------------------------------------------------------------------------------------
 # The module
 
 
@@ -374,7 +415,7 @@ def trace(api, spec: dict) -> dict:
     out = {}
     for h in spec["heads"]:
         init = dict(spec["init"], num_heads=h)
-        model = _train(build(api, init), False)
+        model = _train(build(api, init, spec.get("seed", 0)), False)
         if spec.get("loads"):
             try:
                 load(model, spec["loads"][str(h)])
@@ -416,9 +457,9 @@ def _on(api, part: str, device: str, dtype, init: dict, shapes: dict):
     """Run one part (the module or a masked function) on device; report what it dispatched."""
     ops = OpTrace(device)
     if part == "module":
-        model = build(api, init, dtype=dtype).eval().to(device)
+        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=dtype), False), device)
         q, kv, lens = _inputs(shapes, dtype, device, True)
-        with torch.no_grad(), ops:
+        with ops:                 # autograd on, as in the graded forwards
             y = plain(model(q, kv, kv, lens), "forward")
     else:
         args = _function_calls(device, dtype)[part]
@@ -460,10 +501,10 @@ def _precision_part(api, part: str, mode: str, init: dict, shapes: dict, device:
     dtype = getattr(torch, name)
     autocast = torch.autocast(device, dtype=dtype) if kind == "autocast" else contextlib.nullcontext()
     cast = torch.float32 if kind == "autocast" else dtype
-    with torch.no_grad(), autocast:
+    with autocast:                # autograd on, as in the graded forwards
         if part != "module":
             return _finite(getattr(api, part)(*_function_calls(device, cast)[part]))
-        model = build(api, init, dtype=cast).eval().to(device)
+        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=cast), False), device)
         out = _finite(_run_module(model, shapes, cast, device, True))
     weights = getattr(model, "attention_weights", None)
     if _type(weights) is _Tensor:

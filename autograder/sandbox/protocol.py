@@ -20,6 +20,7 @@ MAX_FRAME = 64 << 20         #: bytes in one frame, header and tensors together
 MAX_HEADER = 4 << 20         #: bytes of JSON in one frame
 MAX_DEPTH = 12
 MAX_ITEMS = 100_000          #: elements of one list, tuple or dict
+MAX_ELEMENTS = 1 << 40       #: a tensor's shape, its empty axes counted as 1 (meta ones have no bytes)
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
     "uint8", "bool", "complex64", "complex128")}
@@ -75,7 +76,10 @@ def decode(header: bytes, blobs: list[bytes]):
         tree = json.loads(header)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:   # deep nesting included
         raise ProtocolError(f"bad JSON header: {type(e).__name__}") from None
-    return _decode(tree, blobs, 0)
+    try:
+        return _decode(tree, blobs, 0)
+    except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as e:
+        raise ProtocolError(f"a value torch cannot build ({type(e).__name__})") from None
 
 
 def _decode(node, blobs, depth):
@@ -114,7 +118,8 @@ def _dtype_shape(body):
         raise ProtocolError("tensor with a missing or unsupported dtype")
     shape = body.get("shape")
     if (not isinstance(shape, list) or len(shape) > 16
-            or not all(type(s) is int and 0 <= s < 2**31 for s in shape)):
+            or not all(type(s) is int and 0 <= s < 2**31 for s in shape)
+            or math.prod(max(s, 1) for s in shape) > MAX_ELEMENTS):   # meta, or empty
         raise ProtocolError("tensor with a malformed shape")
     return DTYPES[body["dtype"]], shape
 

@@ -7,6 +7,13 @@ not compare less than it asked for: a shorter ``runs`` list would make ``zip`` s
 comparisons. So every probe's answer is held to the form the probe promises, counted
 against the request: one run per run asked for, one entry per head count asked for.
 
+The values the submission's own code produced (what a function returned, forward's output,
+attention_weights, gradients) are held to what the grader can judge: plain CPU tensors with
+values (not meta, not sparse), and, where the API promises sizes (``head_weight_shape``),
+no tensor where a number belongs. A value outside that form is the submission's answer, not
+a tampered probe: ``Unjudgeable`` says what was returned and what was expected, for the
+student. What passes here is data every comparison in ``compare`` handles without raising.
+
 Host side only (``autograder.sandbox.results``); a new probe in ``probes.PROBES`` gets a
 form here too (``tests/test_sandbox.py`` checks that none is missing).
 """
@@ -26,8 +33,60 @@ class Refused(ResultError):
     the probe's, for the student."""
 
 
+class Unjudgeable(Refused):
+    """The submission's code returned a value no comparison can judge (a meta tensor, a
+    tensor among the sizes of a shape); the message names it and what was expected."""
+
+
 def _fail(path: str, what: str):
     raise ResultError(f"{path or 'the answer'}: {what}")
+
+
+def describe(value, depth: int = 0) -> str:
+    """What a value is, in a few words and bounded (never a tensor's values, never a huge
+    repr): feedback names what was returned without printing it."""
+    kind = type(value)
+    if value is None or kind is bool:
+        return repr(value)
+    if kind is int:
+        text = repr(value)
+        return text if len(text) <= 24 else f"an int of {len(text.lstrip('-'))} digits"
+    if kind is float:
+        return repr(value)
+    if kind is str:
+        return repr(value) if len(value) <= 40 else f"a string of {len(value)} characters"
+    if isinstance(value, torch.Tensor):
+        name = "tensor" if kind is torch.Tensor else f"{kind.__name__} (a tensor subclass)"
+        dtype = str(value.dtype).removeprefix("torch.")
+        text = f"{'an' if dtype[0] in 'aeiou' else 'a'} {dtype} {name} of shape {tuple(value.shape)}"
+        if value.layout is not torch.strided:
+            text += f", {str(value.layout).removeprefix('torch.')}"
+        return text + (f" on the {value.device.type} device" if value.device.type != "cpu" else "")
+    if kind in (tuple, list):
+        if depth >= 2:
+            return f"a {kind.__name__} of {len(value)}"
+        items = [describe(v, depth + 1) for v in value[:4]] + (["…"] if len(value) > 4 else [])
+        text = ", ".join(items) + ("," if kind is tuple and len(value) == 1 else "")
+        return f"({text})" if kind is tuple else f"[{text}]"
+    if kind is dict:
+        return f"a dict with {len(value)} keys"
+    return f"a {kind.__name__}"
+
+
+def _unjudgeable(path: str, value, why: str):
+    raise Unjudgeable(f"{path} {describe(value)}: {why}")
+
+
+def judgeable(value, path: str) -> None:
+    """A plain CPU tensor with values: what every comparison of ``compare`` can read."""
+    if type(value) is not torch.Tensor:
+        _unjudgeable(path, value, "expected a plain torch.Tensor")
+    if value.layout is not torch.strided:
+        _unjudgeable(path, value, "expected a dense (strided) CPU tensor; call .to_dense()")
+    if value.device.type != "cpu":
+        _unjudgeable(path, value, "expected a tensor with values on the CPU (a meta tensor has "
+                     "a shape but no values to compare)" if value.device.type == "meta" else
+                     "expected a tensor on the CPU")
 
 
 # -- forms --------------------------------------------------------------------------------
@@ -35,6 +94,18 @@ def _fail(path: str, what: str):
 def tensor(value, path):
     if type(value) is not torch.Tensor:
         _fail(path, "not a plain tensor")
+    if value.layout is not torch.strided or value.device.type != "cpu":
+        _fail(path, f"{describe(value)}, not a CPU tensor")
+
+
+def produced(label: str, *, none: bool = False):
+    """A tensor the submission's code produced (``label`` says which, for the student):
+    a form error here is the submission's answer, hence ``Unjudgeable``."""
+    def check(value, path):
+        if value is None and none:
+            return
+        judgeable(value, label)
+    return check
 
 
 def optional(form):
@@ -64,12 +135,33 @@ def ints(value, path):
 def returned(item, path, depth=0):
     """What an API function may return: tensors, scalars, strings and tuples of them."""
     if item is None or type(item) in (bool, int, float, str, torch.Tensor):
-        return
+        return                                   # a tensor's device: ``_returned_by``
     if type(item) is tuple and depth < 4:
         for i, v in enumerate(item):
             returned(v, f"{path}[{i}]", depth + 1)
         return
     _fail(path, f"a {type(item).__name__} is not a value an API function returns")
+
+
+def _tensors(item):
+    """The tensors anywhere in a returned value (it has passed ``returned``)."""
+    if type(item) in (tuple, list):
+        return [t for v in item for t in _tensors(v)]
+    return [item] if isinstance(item, torch.Tensor) else []
+
+
+#: What the SPEC promises where the grader compares with ``==``: sizes, never tensors.
+SIZES = {"head_weight_shape": "a tuple of two ints (d, d_total // num_heads)"}
+
+
+def _returned_by(fn: str, value) -> None:
+    """A returned value the grader can judge: CPU tensors with values; no tensor among sizes."""
+    what = f"{fn if isinstance(fn, str) else 'the function'} returned"
+    if fn in SIZES and _tensors(value):
+        _unjudgeable(what, value, f"expected {SIZES[fn]}, and a tensor is not a size (use "
+                     "int(...) or plain Python arithmetic)")
+    for t in _tensors(value):
+        judgeable(t, what if t is value else f"{what} {describe(value)}, holding")
 
 
 def record(required: dict, optional_keys: dict | None = None, *, extra=None):
@@ -133,8 +225,20 @@ PARAM = record({"name": kind(str), "shape": ints, "numel": kind(int), "storage":
 
 
 def _run(run: dict):
-    grads = {"grads": mapping(optional(tensor))} if run.get("grad") is not None else {}
-    return record({"out": tensor, "weights": optional(tensor), **grads})
+    """One forward's answer: tensors the submission's forward produced, so a meta or sparse
+    one is its answer (``Unjudgeable``), while a missing key or a foreign type is a forgery."""
+    grads = {"grads": mapping(kind(torch.Tensor, type(None)))} \
+        if run.get("grad") is not None else {}
+    form = record({"out": kind(torch.Tensor), "weights": kind(torch.Tensor, type(None)),
+                   **grads})
+
+    def check(value, path):
+        form(value, path)
+        produced("forward returned")(value["out"], path)
+        produced("self.attention_weights is", none=True)(value["weights"], path)
+        for name, grad in value.get("grads", {}).items():
+            produced(f"the gradient of {str(name)[:40]} is", none=True)(grad, path)
+    return check
 
 
 def _runs(runs, path, answer):
@@ -154,6 +258,7 @@ def _call(answer, kw):
         return {"raised": raised_info(answer["raised"])}
     record({"value": returned, "after": sequence(optional(tensor), len(kw.get("args", ())))}
            )(answer, "")
+    _returned_by(kw.get("fn"), answer["value"])
 
 
 def _mha(answer, kw):
@@ -199,9 +304,24 @@ def _low_precision(answer, kw):
     mapping(mapping(FINITE, keys=PARTS), keys=kw["spec"]["modes"])(answer, "")
 
 
+def _pair(value, path):
+    """A function's (output, weights), or one tensor (``evidence_device.first``); a tuple of
+    another length is the submission's answer, judged (and failed) by the check."""
+    if type(value) is tuple:
+        sequence(produced("it returned"))(value, path)
+    else:
+        produced("it returned")(value, path)
+
+
+CUDA_VALUES = record({"out_device": kind(str), "out": produced("forward on the GPU returned"),
+                      "weights": produced("self.attention_weights on the GPU is", none=True)},
+                     {"masked_softmax": _pair, "attention_pool": _pair})
+
+
 def _on_cuda(answer, kw):
-    record({}, {"unavailable": kind(bool), "values": attempt(mapping(anything)),
-                "sync": attempt(mapping(anything)), "memory": attempt(record({"peak": kind(int)})),
+    record({}, {"unavailable": kind(bool), "values": attempt(CUDA_VALUES),
+                "sync": attempt(record({"ok": kind(bool)})),
+                "memory": attempt(record({"peak": kind(int)})),
                 "autocast": mapping(FINITE)})(answer, "")
 
 

@@ -3,6 +3,10 @@
 Imports nothing heavy (no torch), so that the command line can start the zygote first
 thing (``prestart``) and the two interpreters import torch at the same time; the first
 ``Zygote()`` then adopts that process instead of starting one.
+
+Not as root, the process started here only waits: the zygote proper is its child, the first
+process of a PID namespace of its own (see ``zygote``); ``Zygote.proc`` is the one started
+here, and the pids the zygote sends are those of its own namespace (names, not for ``kill``).
 """
 from __future__ import annotations
 
@@ -22,12 +26,34 @@ PASSED_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
 _PRESTARTED: list = []
 
 
+#: The zygote's first lines: the sandbox's own modules load from their sources, never from
+#: a ``__pycache__`` file (bytecode planted there would run in every sandbox), and nothing
+#: is written there; other modules (torch's) load as usual.
+SOURCE_ONLY = """\
+import sys, importlib.machinery as _m
+sys.dont_write_bytecode = True
+sys.path.insert(0, {folder!r})
+class _Source(_m.SourceFileLoader):
+    def get_code(self, name):
+        path = self.get_filename(name)
+        return self.source_to_code(self.get_data(path), path)
+class _SandboxModules:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        spec = _m.PathFinder.find_spec(name, [{folder!r}]) if "." not in name else None
+        if spec is None or not (spec.origin or "").endswith(".py"):
+            return None
+        spec.loader, spec.cached = _Source(name, spec.origin), None
+        return spec
+sys.meta_path.insert(0, _SandboxModules)
+"""
+
+
 def _launch():
     """A fresh ``python -I`` running the zygote: (process, control socket, its stderr log)."""
     ours, theirs = socket.socketpair()
     log = tempfile.TemporaryFile()
-    code = (f"import sys; sys.path.insert(0, {str(SANDBOX_DIR)!r}); "
-            "import zygote; zygote.main()")
+    code = SOURCE_ONLY.format(folder=str(SANDBOX_DIR)) + "import zygote; zygote.main()"
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update({"OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"})
     env.setdefault("PATH", "/usr/bin:/bin")

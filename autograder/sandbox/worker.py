@@ -3,6 +3,13 @@
 Runs only inside the sandbox (a process forked by the zygote), as the top-level module
 ``worker``. It never sees the reference, the hidden checks or any expected value: it
 receives inputs, runs probes, and sends back data.
+
+Before the submission is imported, ``isolate`` leaves the sandbox with: its own mount,
+network, IPC (System V shared memory capped to zero) and PID namespaces, the jail as its
+root, its limits, and no capability at all (CapEff and CapPrm 0, no_new_privs). As root by
+becoming a fresh unprivileged user; when the zygote runs as root of its own user namespace
+(not root), by entering a nested user namespace as a non-zero uid, where every inherited
+mount is locked. Where no cgroup counts its memory, memfd_create is refused (seccomp).
 """
 from __future__ import annotations
 
@@ -35,7 +42,9 @@ UNHIDDEN = ("reduced isolation: no namespaces here, so the reference and the hid
 # Isolation, applied before the submission is imported
 
 def _user_namespace(config: dict) -> None:
-    """Without root: a user namespace in which we may mount (we are its root)."""
+    """Fallback where the zygote could make no user namespace of its own: one for this
+    sandbox alone, in which it may mount (it is its root). Likely refused too; if not, the
+    sandbox still ends without capabilities (``_give_up_privileges``)."""
     flags = jail.CLONE_NEWUSER | jail.CLONE_NEWNS | jail.CLONE_NEWNET | jail.CLONE_NEWIPC
     if not jail.unshare(flags):
         raise jail.JailError("no user namespace")
@@ -49,25 +58,95 @@ def _user_namespace(config: dict) -> None:
 
 
 def _enter_jail(config: dict, root: bool, uid) -> list[str]:
+    """Own mount, network and IPC namespaces, then the jail. `root`: really root (the
+    sandbox will become `uid`, so its private folders are made its own)."""
     if config.get("root_ready"):           # the zygote built the root: copy its namespace
         if not jail.unshare(jail.CLONE_NEWNS | jail.CLONE_NEWNET | jail.CLONE_NEWIPC):
             raise jail.JailError("no mount namespace")
     else:
-        if root:
+        if os.geteuid() == 0:              # as root, or as root of the zygote's namespace
             jail.private_namespace()
             if not jail.unshare(jail.CLONE_NEWNET | jail.CLONE_NEWIPC):
                 raise jail.JailError("no network namespace")
         else:
             _user_namespace(config)
         jail.build(config.get("hide", []))
+    notes = _cap_shared_memory(config)     # the IPC namespace is ours alone by now
     owner = f",uid={uid},gid={uid}" if root else ""
-    return jail.enter(jail.ROOT, owner=owner, tmp_bytes=config.get("tmp_bytes", 64 << 20),
-                      own_proc=bool(config.get("pid_namespace")), hide=config.get("hide", []))
+    return notes + jail.enter(jail.ROOT, owner=owner,
+                              tmp_bytes=config.get("tmp_bytes", 64 << 20),
+                              own_proc=bool(config.get("pid_namespace")),
+                              hide=config.get("hide", []))
+
+
+def _cap_shared_memory(config: dict) -> list[str]:
+    """No System V shared memory here (a detached segment is in no process's size); where a
+    cgroup counts the sandbox's pages anyway, a failure costs nothing and is not noted."""
+    try:
+        jail.cap_sysv_shm()
+    except jail.JailError as e:
+        return [] if config.get("cgroup") else [f"reduced isolation: {e}"]
+    return []
+
+
+def _set_limits(config: dict) -> list[str]:
+    notes = []
+    for name, value in config.get("limits", {}).items():
+        which = getattr(resource, name)
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            notes.append(f"reduced isolation: could not set {name}")
+    return notes
+
+
+def _give_up_privileges(config: dict, root: bool, uid) -> list[str]:
+    """No capability left, and none to be gained (no_new_privs). As root: become `uid`,
+    a user nobody else is. In the zygote's user namespace: become `uid` of a nested one,
+    in which every mount is locked. Limits are set in between: after the nested namespace
+    is made, so that its process count is this sandbox's alone. Returns notes."""
+    notes = []
+    if config.get("nested"):
+        try:
+            jail.nested_user_namespace(uid)
+        except (jail.JailError, OSError) as e:
+            notes.append(f"reduced isolation: no nested user namespace ({e}), so the jail's "
+                         "mounts are not locked")
+    notes += _set_limits(config)
+    if root:
+        jail.drop_bounding_set()
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    try:
+        jail.drop_capabilities()
+    except jail.JailError as e:
+        notes.append(f"reduced isolation: {e}")
+    libc = jail.libc
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if not config.get("nested"):
+        # As root: nobody else may look inside. Nested, the zygote (not root outside its own
+        # namespace) must still read the sandbox's /proc files for its memory watch; nobody
+        # else shares the sandbox's PID namespace to name it.
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if not config.get("cgroup"):
+        try:
+            jail.refuse_memfd()
+        except jail.JailError as e:
+            notes.append(f"reduced isolation: {e} (no cgroup counts its pages)")
+    left = jail.capabilities()
+    if left.get("CapEff") or left.get("CapPrm"):
+        notes.append("reduced isolation: the sandbox kept capabilities "
+                     f"(CapEff {left.get('CapEff', 0):x})")
+    return notes
 
 
 def isolate(config: dict) -> list[str]:
     """Namespaces, a new root, private /tmp, limits, unprivileged user. Returns notes."""
-    root = os.geteuid() == 0
+    root = os.geteuid() == 0 and not config.get("nested")     # really root
     uid = config.get("uid")
     notes = [n for n in config.get("zygote_notes", []) if isinstance(n, str)]
     try:
@@ -86,23 +165,7 @@ def isolate(config: dict) -> list[str]:
             f.write("1000")                 # under memory pressure, the sandbox goes first
     except OSError:
         pass
-    for name, value in config.get("limits", {}).items():
-        which = getattr(resource, name)
-        _, hard = resource.getrlimit(which)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            notes.append(f"reduced isolation: could not set {name}")
-    if root:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    libc = jail.libc
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    return notes
+    return notes + _give_up_privileges(config, root, uid)
 
 
 def _install_spies() -> None:
@@ -264,14 +327,39 @@ def serve(channel: Channel, notes: list[str]) -> None:
     while True:
         request = channel.recv()
         FORBIDDEN_HITS.clear()
+        saved = _carry(module, channel, request.get("carry") or ())
         try:
             result = {"ok": probes.PROBES[request["probe"]](module, **request["kwargs"])}
         except probes.ProbeError as e:
             result = {"bad": str(e)}
         except BaseException as e:
             result = {"raised": probes.describe(e)}
+        finally:
+            module.__dict__.update(saved)
         result["forbidden"] = sorted(set(FORBIDDEN_HITS))
         channel.send(result)
+
+
+def _carry(module, channel: Channel, names) -> dict:
+    """For this request only, the parts named are answered by the grader (error carried
+    forward); returns the student's own, to put back."""
+    saved, asked = {}, [0]
+
+    def ask(question: dict):
+        asked[0] += 1
+        if asked[0] > probes.ASK_LIMIT:
+            raise RuntimeError("too many calls of the carried parts in one check")
+        channel.send({"ask": question})
+        reply = channel.recv()
+        if "raised" in reply:
+            raise RuntimeError(f"the correct {question['fn']} refused these arguments: "
+                               f"{reply['raised']}")
+        return reply["answer"]
+    for name in names:
+        if name in probes.CARRYABLE and name in module.__dict__:
+            saved[name] = module.__dict__[name]
+            module.__dict__[name] = probes.carried(name, ask)
+    return saved
 
 
 def _close_inherited(keep: set[int]) -> None:

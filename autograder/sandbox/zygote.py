@@ -6,9 +6,23 @@ value, no submission, no other submission's channel (each sandbox's socket is ma
 but handed to the grader and closed at once). It never runs tensor code after its
 warm-up (OpenMP and fork do not mix), never initialises CUDA, and never reuses a sandbox.
 
-As root it also builds, once, the read-only root every sandbox runs in (``jail.build``)
-and gives each sandbox its own PID namespace: when the sandbox's first process dies, the
-kernel kills every process it left behind, wherever it went.
+It also builds, once, the read-only root every sandbox runs in (``jail.build``) and gives
+each sandbox its own PID namespace: when the sandbox's first process dies, the kernel kills
+every process it left behind, wherever it went; and the sandbox can signal nobody else.
+
+As root it does so directly. Not as root (a TA's laptop, a CI runner), it first enters a
+user namespace of its own, in which it is root (and only there: uid 0 is mapped to the
+grader's uid, nothing else is mapped), and a PID namespace in which it is the first
+process (``_own_namespaces``: its first process stays outside, waits for it and passes on
+its exit status); from then on it works as in root mode. Each sandbox then leaves the
+zygote's privileges behind in a nested user namespace (``worker.isolate``). Without user
+namespaces at all, the sandbox runs with reduced isolation, and its notes say so.
+
+Where the machine has a writable cgroup hierarchy, each sandbox is born in a cgroup of its
+own (``cgroups``), which limits all its memory (shared memory and tmpfs pages included) and
+its number of tasks, and is removed once the sandbox's processes are gone. A sandbox the
+kernel's OOM killer stopped there is reported as killed for memory, as one the zygote's own
+watch (resident sizes, by sandbox) stopped.
 
 Control protocol (a Unix socket from the grader): one JSON line per message.
   grader -> zygote  {"op": "setup", "hide": [...], "memory_bytes": N}  (first, once)
@@ -69,6 +83,7 @@ os.environ["OMP_NUM_THREADS"] = "1"
 import torch  # noqa: E402  (after the thread settings)
 
 torch.set_num_threads(1)
+import cgroups  # noqa: E402
 import jail  # noqa: E402
 import probes  # noqa: E402  (imported here so that forked sandboxes need no file access)
 import protocol  # noqa: E402,F401
@@ -77,18 +92,27 @@ import worker  # noqa: E402
 UID_BASE = 1_700_000_000
 TICK = 0.05                  #: seconds between two looks at the children
 SCAN_EVERY = 10              #: ticks between two scans of every process, for memory
+PIDS = 64                    #: tasks (processes and threads) of one sandbox, where cgroups count
+HOST_PID = os.getpid()       #: this zygote's pid as the grader sees it (set before a new PID ns)
 
 
 class Zygote:
-    def __init__(self, control: socket.socket, options: dict):
+    """`mode`: "root" (really root), "userns" (root of its own user namespace, and first
+    process of its own PID namespace where `own_pid` says so), or "none"."""
+
+    def __init__(self, control: socket.socket, options: dict, mode: str = "root",
+                 own_pid: bool = True):
         self.control = control
-        self.children: dict[int, int] = {}       # pid -> uid
+        self.children: dict[int, int] = {}       # pid -> whose processes are its: uid, or PID ns
+        self.groups: dict[int, cgroups.Group] = {}
+        self.leftover: list[cgroups.Group] = []  # groups whose processes were not all gone yet
         self.killed_for_memory: set[int] = set()
         self.counter = 0
         self.buffer = b""
         self.ticks = 0
         self.memory = int(options.get("memory_bytes", 0))
-        self.root = os.geteuid() == 0
+        self.mode = mode
+        self.root = os.geteuid() == 0            # as root, or as root of its own user namespace
         self.notes: list[str] = []
         self.root_ready = False
         self.own_pid_ns = None
@@ -99,7 +123,10 @@ class Zygote:
                 self.root_ready = True
             except (jail.JailError, OSError) as e:
                 self.notes.append(f"reduced isolation: the sandbox's root could not be built ({e})")
-            self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+            if own_pid:
+                self.own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        self.by_namespace = mode == "userns" and self.own_pid_ns is not None
+        self.cgroups = cgroups.Controllers.find()
 
     def run(self) -> None:
         while True:
@@ -114,8 +141,23 @@ class Zygote:
                     self.handle(json.loads(line))
             self.reap()
             self.watch_memory()
+        self.finish()
+
+    def finish(self) -> None:
+        """Kill every sandbox, wait (briefly) for them, and remove their groups."""
         for pid in list(self.children):
             self.kill(pid)
+        groups = list(self.groups.values()) + self.leftover
+        for _ in range(100):
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    if all(g.remove() for g in groups):
+                        return
+                    select.select([], [], [], 0.02)
+            except ChildProcessError:
+                break
+        for group in groups:
+            group.remove()
 
     def handle(self, message: dict) -> None:
         if message["op"] == "fork":
@@ -125,34 +167,66 @@ class Zygote:
 
     def fork(self, config: dict) -> None:
         self.counter += 1
-        uid = UID_BASE + (os.getpid() % 100_000) * 1000 + self.counter % 1000
+        uid = UID_BASE + (HOST_PID % 100_000) * 1000 + self.counter % 1000
         parent_end, child_end = socket.socketpair()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        group = self._group(config)            # the zygote steps into it: its child is born there
         pid_ns = self.own_pid_ns is not None and jail.unshare(jail.CLONE_NEWPID)
         config = dict(config, uid=uid, root_ready=self.root_ready, pid_namespace=pid_ns,
+                      nested=self.mode == "userns", cgroup=group is not None,
                       zygote_notes=self.notes)
         try:
             pid = os.fork()
+            if pid == 0:
+                self.control.close()
+                parent_end.close()
+                os.close(out_r)
+                os.close(err_r)
+                worker.child_main(child_end, out_w, err_w, config)
         except OSError:
-            self._own_pid_namespace(pid_ns)
+            if group:
+                self.cgroups.leave()
+                group.remove()
             raise
-        if pid == 0:
-            self.control.close()
-            parent_end.close()
-            os.close(out_r)
-            os.close(err_r)
-            worker.child_main(child_end, out_w, err_w, config)
-        self._own_pid_namespace(pid_ns)
+        finally:
+            self._own_pid_namespace(pid_ns)
+        if group:
+            self.cgroups.leave()
         child_end.close()
         os.close(out_w)
         os.close(err_w)
-        self.children[pid] = uid
+        self.children[pid] = self._owner(pid, uid)
+        if group:
+            self.groups[pid] = group
         socket.send_fds(self.control, [json.dumps({"pid": pid, "uid": uid}).encode() + b"\n"],
                         [parent_end.fileno(), out_r, err_r])
         parent_end.close()
         os.close(out_r)
         os.close(err_r)
+
+    def _group(self, config: dict) -> "cgroups.Group | None":
+        """A new cgroup for the next sandbox, which the zygote has stepped into (it steps
+        out after the fork); None where there is none (or it could not be made or entered:
+        the sandbox then caps shared memory itself)."""
+        memory = int(config.get("memory_bytes") or self.memory or 0)
+        if self.cgroups is None or memory <= 0:
+            return None
+        group = self.cgroups.make(f"{HOST_PID}-{self.counter}", memory, PIDS)
+        if group is not None and not self.cgroups.enter(group):
+            group.remove()
+            return None
+        return group
+
+    def _owner(self, pid: int, uid: int) -> int:
+        """How the memory watch knows the sandbox's processes: by user as root (each sandbox
+        has its own), else by PID namespace (all run as the grader's user)."""
+        if not self.by_namespace:
+            return uid
+        try:
+            return os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except OSError:
+            return uid
 
     def _own_pid_namespace(self, changed: bool) -> None:
         """After a sandbox's fork: the zygote's later children go in its own namespace again."""
@@ -168,7 +242,7 @@ class Zygote:
                 kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        if self.own_pid_ns is None and self.root:
+        if self.own_pid_ns is None and self.mode == "root":
             self.sweep(uid)
 
     def sweep(self, uid: int) -> None:
@@ -190,23 +264,34 @@ class Zygote:
         processes by user. Forked children share pages, so a sum of resident sizes that
         looks too large is confirmed with proportional sizes (PSS) before killing."""
         self.ticks += 1
+        if self.ticks % SCAN_EVERY == 0:
+            self.watch_groups()
         if not self.memory or not self.children:
             return
         if self.ticks % SCAN_EVERY == 0:
             pids: dict[int, list[int]] = {}
             totals: dict[int, int] = {}
-            for pid, owner, rss in _processes():
+            for pid, owner, rss in _processes(self.by_namespace):
                 pids.setdefault(owner, []).append(pid)
                 totals[owner] = totals.get(owner, 0) + rss
             for uid, total in totals.items():
                 if total > self.memory and len(pids[uid]) > 1:
-                    totals[uid] = sum(_pss(pid) for pid in pids[uid])
+                    totals[uid] = sum(_pss(pid) or _rss(pid) for pid in pids[uid])
         else:
             totals = {uid: _rss(pid) for pid, uid in self.children.items()}
         for pid, uid in list(self.children.items()):
             if totals.get(uid, 0) > self.memory and pid not in self.killed_for_memory:
                 self.killed_for_memory.add(pid)
                 self.kill(pid)
+
+    def watch_groups(self) -> None:
+        """A sandbox one of whose processes the kernel's OOM killer stopped (in its cgroup)
+        is stopped whole, for memory; groups left over are removed once empty."""
+        for pid, group in list(self.groups.items()):
+            if pid not in self.killed_for_memory and group.oom_kills():
+                self.killed_for_memory.add(pid)
+                self.kill(pid)
+        self.leftover = [g for g in self.leftover if not g.remove()]
 
     def reap(self) -> None:
         while self.children:
@@ -219,9 +304,13 @@ class Zygote:
             uid = self.children.pop(pid, None)
             if uid is None:
                 continue
-            if self.own_pid_ns is None and self.root:
+            if self.own_pid_ns is None and self.mode == "root":
                 self.sweep(uid)
-            reason = "memory" if pid in self.killed_for_memory else None
+            group = self.groups.pop(pid, None)
+            memory = pid in self.killed_for_memory or bool(group and group.oom_kills())
+            reason = "memory" if memory else None
+            if group and not group.remove():
+                self.leftover.append(group)
             self.killed_for_memory.discard(pid)
             code = os.waitstatus_to_exitcode(status)
             self.control.sendall(json.dumps({"exited": pid, "status": code,
@@ -237,6 +326,7 @@ def _rss(pid: int) -> int:
 
 
 def _pss(pid: int) -> int:
+    """Proportional resident size; 0 where it cannot be read (then the resident size counts)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
@@ -247,19 +337,62 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def _processes():
-    """(pid, real uid, resident bytes) of every process we can see."""
+def _processes(by_namespace: bool = False):
+    """(pid, real uid or PID namespace, resident bytes) of every process we can see."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
-            uid = int(fields[b"Uid"].split()[0])
+            owner = os.stat(f"/proc/{name}/ns/pid").st_ino if by_namespace \
+                else int(fields[b"Uid"].split()[0])
             rss = int(fields.get(b"VmRSS", b"0 kB").split()[0]) * 1024
         except (OSError, ValueError, KeyError, IndexError):
             continue
-        yield int(name), uid, rss
+        yield int(name), owner, rss
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def _own_namespaces(control: socket.socket) -> tuple[str, bool]:
+    """Not as root: become root of a user namespace of our own, and the first process of a
+    PID namespace of our own, with a /proc of its own, so the zygote can then work as
+    root does (build the jail, give each sandbox a PID namespace). Returns (mode, whether
+    the zygote has its own PID namespace). The first process stays outside and only waits:
+    it is what the grader started, and passes on the zygote's exit status.
+    """
+    if os.geteuid() == 0:
+        return "root", True
+    try:
+        jail.own_user_namespace(0, os.getuid(), os.getgid())
+    except (jail.JailError, OSError):
+        return "none", False            # the sandboxes say what isolation this leaves
+    if not jail.unshare(jail.CLONE_NEWPID):
+        return "userns", False
+    pid = os.fork()
+    if pid:
+        control.close()
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    _die_with_parent()                 # with the process outside, which dies with the grader
+    try:                               # a /proc showing this PID namespace's processes
+        jail.private_namespace()
+        jail.mount("proc", "/proc", "proc", jail.MS_NOSUID | jail.MS_NODEV | jail.MS_NOEXEC)
+    except (jail.JailError, OSError):
+        return "userns", False
+    return "userns", True
 
 
 def _setup(control: socket.socket) -> tuple[dict, bytes]:
@@ -277,15 +410,12 @@ def _setup(control: socket.socket) -> tuple[dict, bytes]:
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)   # die with the grader
-    except OSError:
-        pass
+    _die_with_parent()                  # die with the grader
+    mode, own_pid = _own_namespaces(control)
     probes.warm_up()
     worker.watch_forbidden_kernels()    # after the warm-up: sandboxes inherit it
     options, rest = _setup(control)
-    zygote = Zygote(control, options)
+    zygote = Zygote(control, options, mode, own_pid)
     zygote.buffer = rest
     gc.collect()
     gc.freeze()                # children touch fewer shared pages (copy-on-write)
