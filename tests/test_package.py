@@ -242,7 +242,10 @@ def test_buggy_submission_loses_points_in_the_right_places(graded):
     assert tests["head_weight_shape.values"]["status"] == "passed"
     hidden_failed = [t for t in results["tests"] if t.get("status") == "failed"
                      and t["visibility"] != "visible"]
-    assert hidden_failed, "the bug should also fail hidden checks"
+    # (with error carried forward the hidden checks may all pass; each still waits)
+    from autograder import checks as registry
+    hidden = {c.name for c in registry.load_all().values() if c.hidden}
+    assert all(t["visibility"] == "after_published" for t in results["tests"] if t["name"] in hidden)
     for t in hidden_failed:
         assert t["visibility"] == "after_published" and t["output"] not in results["output"]
     # the diagnosis rests on a public check: shown at once, under it and in the overview
