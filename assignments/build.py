@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
-from autograder import parts, public, scoring, variants
+from autograder import parts, public, scoring, source_facts, variants
 
 from . import narrative
 
@@ -50,6 +50,9 @@ CHECKS = Path("assignments/public_checks.py")
 STUB = Path("assignments/stub/mha.py")
 PUBLIC_TESTS = Path("assignments/stub/test_public.py")
 NOTEBOOK = Path("assignments/source/mha") / narrative.NOTEBOOK_NAME
+#: The notebook's own setup cells (imports, test helpers), which the grader's source reader
+#: trusts wherever they arrive unchanged (``autograder.source_facts``), shipped with it.
+TRUSTED = Path("autograder/released_cells.json")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -416,9 +419,12 @@ def generate(*, figures: bool = True) -> dict[Path, str]:
                         (f"check_<name> functions of {CHECKS}", list(checks.checks))):
         if sorted(names) != sorted(ref.api):
             raise BuildError(f"the {what} cover {sorted(names)}, but {SOLUTION} has {sorted(ref.api)}")
+    text = nbformat.writes(notebook(ref, checks, figures=figures)) + "\n"
     return {STUB: stub_module(ref),
             PUBLIC_TESTS: public_tests(checks, order),
-            NOTEBOOK: nbformat.writes(notebook(ref, checks, figures=figures)) + "\n"}
+            NOTEBOOK: text,
+            TRUSTED: json.dumps(source_facts.cells_of_notebook(text), indent=1,
+                                sort_keys=True) + "\n"}
 
 
 def comparable(path: Path, text: str) -> str:

@@ -32,11 +32,10 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # that report. The autograder must be importable here: installed (pip install -e REPO), or
 # this is REPO/assignments. It is imported now, before nbgrader reads any submission, and
 # loads its modules from source only (never a __pycache__ file: autograder/__init__.py).
-try:
-    import autograder.nbgrader_plugin as plugin
-except ImportError:
-    sys.path.insert(0, os.path.dirname(c.CourseDirectory.root))
-    import autograder.nbgrader_plugin as plugin
+_repository = os.path.dirname(c.CourseDirectory.root)
+if os.path.isdir(os.path.join(_repository, "autograder")):   # this checkout's grader, not
+    sys.path.insert(0, _repository)                           # another one installed with -e
+import autograder.nbgrader_plugin as plugin  # noqa: E402
 c.Autograde.autograde_preprocessors = plugin.autograde_preprocessors()
 c.TrustedGrades.seed = 0           # fixed: `python -m autograder audit .` reproduces the scores
 c.TrustedGrades.device = "auto"    # the GPU checks run where there is one

@@ -40,8 +40,8 @@ from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import (ClearHiddenTests, Execute, GetGrades, NbGraderPreprocessor,
-                                    OverwriteCells, SaveAutoGrades)
+from nbgrader.preprocessors import (ClearHiddenTests, ClearMarkScheme, Execute, GetGrades,
+                                    NbGraderPreprocessor, OverwriteCells, SaveAutoGrades)
 from traitlets import Enum, Integer, List, Unicode
 
 from . import integrity, parts, variants
@@ -291,9 +291,9 @@ class QuietOverwriteCells(OverwriteCells):
         self._restored = []
         nb, resources = super().preprocess(nb, resources)
         if self._restored:
-            self.log.info("%d hidden test cells put back from the course, as expected: they are "
-                          "released without their hidden tests (nbgrader #1961)",
-                          len(self._restored))
+            self.log.info("%d locked cells put back from the course, as expected: they are "
+                          "released without their hidden tests or mark schemes (nbgrader "
+                          "#1961)", len(self._restored))
         return nb, resources
 
     def preprocess_cell(self, cell, resources, cell_index):
@@ -307,16 +307,20 @@ class QuietOverwriteCells(OverwriteCells):
         super().report_change(name, attr, old, new)
 
     def _as_released(self, grade_id: str) -> bool:
-        """Whether the handed-in source is the course's cell with its hidden tests cut."""
+        """Whether the handed-in source is the course's cell with its hidden tests (or, for a
+        written question, its mark scheme) cut, as generate_assignment released it."""
         try:
             source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
                                                      self.assignment_id).source
         except MissingEntry:
             return False
-        released = nbformat.v4.new_code_cell(source)
-        if not ClearHiddenTests(enforce_metadata=False)._remove_hidden_test_region(released):
-            return False
-        return released.source == self._handed_in
+        hidden = nbformat.v4.new_code_cell(source)
+        scheme = nbformat.v4.new_markdown_cell(source)
+        cut = [hidden] if ClearHiddenTests(enforce_metadata=False)._remove_hidden_test_region(
+            hidden) else []
+        if ClearMarkScheme(enforce_metadata=False)._remove_mark_scheme_region(scheme):
+            cut.append(scheme)
+        return any(cell.source == self._handed_in for cell in cut)
 
 
 class GraderOutputsOnly(NbGraderPreprocessor):

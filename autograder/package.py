@@ -78,7 +78,8 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
     files = {name: _require(GRADESCOPE / name).read_bytes() for name in SCRIPTS}
     for package in SOURCES:
         for path in sorted((PROJECT / package).rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
+            if path.is_file() and path.suffix in (".py", ".toml", ".json") \
+                    and "__pycache__" not in path.parts:    # .json: released_cells.json
                 files[path.relative_to(PROJECT).as_posix()] = path.read_bytes()
     files["autograder/rubric.toml"] = with_skipped_policy(
         Path(chosen.path).read_text(encoding="utf-8"), skipped).encode()

@@ -88,7 +88,8 @@ def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
                      f"reaches for the grader's instruments ({tampering})")
     void = rubric.forbidden_voids_group
     if void and forbidden:
-        results = [replace(r, score=0.0, feedback=(r.feedback + " " if r.feedback else "")
+        results = [replace(r, score=0.0, status=Status.FAILED,
+                           feedback=(r.feedback + " " if r.feedback else "")
                            + "(0 points: the module calls a forbidden built-in attention)")
                    if r.group == void and r.score > 0 else r for r in results]
         notes.append(f"every '{void}' check scores 0: the module uses a forbidden built-in")

@@ -163,3 +163,46 @@ def test_the_carried_part_never_enters_the_sandbox_as_code():
     from autograder.sandbox import probes
     source = inspect.getsource(probes.carried)
     assert "solutions" not in inspect.getsource(probes) and "ask(" in source
+
+
+# ------------------------------------------------------------------------------------------
+# Severity by what is wrong: a float32 detour is a precision mistake, charged once
+
+SOFTMAX = "weights = torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), dim=-1)"
+DETOUR_INSIDE = (SOFTMAX, "weights = torch.softmax(scores.float().masked_fill(~keep, -1e30), "
+                          "dim=-1).to(scores.dtype)")
+FLOAT32_OUT = ("    if valid_lens is None:\n        return torch.softmax(scores, dim=-1)",
+               "    scores = scores.float()\n"
+               "    if valid_lens is None:\n        return torch.softmax(scores, dim=-1)")
+
+
+def lost_checks(report) -> set[str]:
+    return {c["name"] for c in report["checks"] if c["score"] < c["max_score"]
+            and c["status"] != "skipped"}
+
+
+def test_a_float32_detour_is_charged_once_at_the_precision_check(grader, tmp_path):
+    """Values right to float32's precision only (the inputs' dtype kept): every value check
+    counts them right, the precision check charges the detour once, and the code is named."""
+    assert DETOUR_INSIDE[0] in BASE
+    path = tmp_path / "mha.py"
+    path.write_text(BASE.replace(*DETOUR_INSIDE))
+    report = grader.grade(path).to_dict()
+    assert lost_checks(report) == {"precision.autocast"}
+    assert "dtype.forces-float32" in {d["code"] for d in report["diagnoses"]}
+    assert report["score"] >= 97
+
+
+def test_a_function_that_does_not_keep_the_dtype_is_charged_there(grader, tmp_path):
+    """masked_softmax returning float32 for float64 (and float16) inputs: its own checks say
+    so, what is built on it is carried forward, and the code is named."""
+    assert FLOAT32_OUT[0] in BASE
+    path = tmp_path / "mha.py"
+    path.write_text(BASE.replace(*FLOAT32_OUT))
+    report = grader.grade(path).to_dict()
+    lost = lost_checks(report)
+    assert lost and all(n.startswith("masked_softmax.") or n == "precision.autocast"
+                        for n in lost), lost
+    assert "keep the inputs' dtype" in check(report, "masked_softmax.values")["feedback"]
+    assert "dtype.forces-float32" in {d["code"] for d in report["diagnoses"]}
+    assert report["score"] >= 85

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import api, diagnoses, submission
+from autograder import api, diagnoses, scoring, submission
 from autograder.checks import Probe, Side
 from autograder.cli import main
 from autograder.compare import CheckFailed, expect_close, expect_equal_values, same_values
@@ -320,9 +321,23 @@ def notebooks(tmp_path_factory):
     return {name: write_notebook(folder, name) for name in NOTEBOOKS}
 
 
-def assert_zero(data: dict, reference, what) -> None:
-    assert data["max_score"] == pytest.approx(reference.max_score), what
-    assert data["score"] == 0, (what, [(c["name"], c["score"]) for c in data["checks"] if c["score"]])
+def allowed(path) -> float:
+    """What a fixture may earn, of 100: its header's `# HONEST: partial N`, else 0."""
+    found = re.search(r"^#\s*HONEST:\s*partial\s+([0-9.]+)",
+                      Path(path).read_text(errors="replace")[:4000], re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def assert_zero(data: dict, reference, what, limit: float = 0.0) -> None:
+    """Nothing earned beyond ``limit`` (of 100); max_score as for a correct submission (a
+    notebook's includes its numeric questions)."""
+    questions = sum(v for k, v in scoring.load_rubric().points.items()
+                    if k.startswith("questions."))
+    notebook = str(data.get("submission", "")).endswith(".ipynb")
+    assert data["max_score"] == pytest.approx(reference.max_score + (questions if notebook
+                                                                     else 0)), what
+    assert data["score"] <= limit * data["max_score"] / 100 + 1e-6, \
+        (what, [(c["name"], c["score"]) for c in data["checks"] if c["score"]])
     assert not [n for n in data["notes"] if "could not judge" in n], (what, data["notes"])
     assert not [c for c in data["checks"] if "could not judge" in c["feedback"]], what
 
@@ -331,7 +346,8 @@ def assert_zero(data: dict, reference, what) -> None:
 def test_attacks_in_process(grader, reference, path):
     """Each boundary attack: graded, score 0, max_score as for a correct submission, and no
     check needed the backstop (validation handled everything)."""
-    assert_zero(json.loads(json.dumps(grader.grade(path).to_dict())), reference, path.name)
+    assert_zero(json.loads(json.dumps(grader.grade(path).to_dict())), reference, path.name,
+                allowed(path))
 
 
 def test_c02_and_notebooks_in_process(grader, reference, notebooks, tmp_path):
@@ -361,7 +377,8 @@ def test_attacks_and_notebooks_through_the_cli(reference, notebooks, tmp_path):
         runs = list(pool.map(lambda p: run_cli(p, tmp_path / f"{p.stem}.json"), paths))
     for path, (code, stderr) in zip(paths, runs):
         assert code == 0, f"{path.name}: exit {code}\n{stderr}"
-        assert_zero(json.loads((tmp_path / f"{path.stem}.json").read_text()), reference, path.name)
+        assert_zero(json.loads((tmp_path / f"{path.stem}.json").read_text()), reference,
+                    path.name, allowed(path))
 
 
 def test_a_batch_grades_a_deep_notebook_a_c02_and_a_correct_student(tmp_path, reference, capsys):

@@ -364,8 +364,9 @@ def test_the_reader_sees_forbidden_built_ins_however_named(code):
 def test_a_notebooks_own_helper_cell_is_not_read_but_a_changed_one_is(tmp_path):
     """The released notebook's helper cell uses inspect and tracebacks: it is ours, so it is
     skipped when unchanged; the same label with other text is read like any cell."""
-    notebook = api.NOTEBOOK
-    trusted = source_facts.trusted_cells(notebook)
+    notebook = api.PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
+    trusted = source_facts.trusted_cells()
+    assert trusted == source_facts.cells_of_notebook(notebook.read_text())
     assert "test_helpers" in trusted and "inspect" in trusted["test_helpers"]
     sub = submission.load(notebook)
     assert source_facts.read(sub.source, trusted).tampering == ()

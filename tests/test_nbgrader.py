@@ -272,7 +272,7 @@ def test_nbgrader_says_only_what_matters_and_the_feedback_opens_with_the_work(co
     logs = course["logs"]
     for noise in ("has changed!", "display_data_priority", "SAWarning", "Executing notebook"):
         assert noise not in logs, noise
-    assert logs.count("hidden test cells put back from the course") == len(STUDENTS)
+    assert logs.count("locked cells put back from the course") == len(STUDENTS)
     html = (course["root"] / "feedback" / "mistake" / "mha" / "mha.html").read_text()
     assert ">Test cell<" not in html
     assert "Public tests: split_heads" in html and "Hidden tests: the conventions" in html

@@ -198,14 +198,17 @@ def submission(release, source, student: str) -> nbformat.NotebookNode:
     answers = {grade_id(cell): cell.source for cell in source.cells}
     attack = {"planter": PLANT, "pth": PTH_AND_GRADEBOOK, "leak": LEAK,
               "marker": MARKED_CODE}.get(student)
+    after_task = None                  # the answer cell below a written question's task
     for cell in nb.cells:
         gid = grade_id(cell)
+        answer_to, after_task = after_task, (gid if cell.metadata.get("nbgrader", {}).get("task")
+                                             else None)
         if student == "correct" and cell.metadata.get("nbgrader", {}).get("solution"):
             cell.source = "\n".join(line for line in answers[gid].split("\n")
                                     if line.strip() not in MARKERS)
         if gid == "head_weight_shape" and attack:
             cell.source += "\n" + attack
-        if student == "marker" and gid == "written_distinct_projections":
+        if student == "marker" and answer_to == "written_distinct_projections":
             cell.source = MARKED_TEXT
         if student == "forger" and cell.cell_type == "code":
             cell.outputs = [new_output("stream", name="stdout", text=f"{FORGED}: all pass\n"),

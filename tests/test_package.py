@@ -112,7 +112,7 @@ def test_zip_layout(bundle):
         modes = {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in archive.infolist()}
         requirements = archive.read("requirements.txt").decode()
     assert {"setup.sh", "run_autograder", "requirements.txt", "autograder/__main__.py",
-            "autograder/rubric.toml", "solutions/mha.py"} <= names
+            "autograder/rubric.toml", "autograder/released_cells.json", "solutions/mha.py"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
     assert not any(n.startswith(("tests/", "assignments/", "/")) or "__pycache__" in n or ".." in n
                    for n in names)

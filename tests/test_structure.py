@@ -1,8 +1,9 @@
 """The structure checks and diagnoses (SPEC items 3, 4 and 5): distinct heads, cost parity,
 device and precision.
 
-The fixtures in submissions/structure/ are the reference with one change each (their
-docstrings say which). Grading goes through ``Grader``; one grader serves the module.
+The fixtures are the reference with one change each, kept as patches in structure_fixtures.py
+and written to a temporary folder (their docstrings say which change). Grading goes through
+``Grader``; one grader serves the module.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from autograder.checks import evidence_device as evd
 from autograder.checks import structure
 from autograder.compare import CheckFailed
 
+import structure_fixtures
+
 HERE = Path(__file__).resolve().parent
-OWN = HERE / "submissions" / "structure"
 SOLUTION = HERE.parent / "solutions" / "mha.py"
 SHARED = next((p for p in (Path("/work/shared"), HERE.parent.parent / "shared")
                if (p / "catalog" / "mutants").is_dir()), None)
@@ -31,6 +33,13 @@ CODES = {"heads.shared-weights", "heads.tiled-block", "heads.unused-block",
          "heads.identical-init", "cost.python-loop-over-heads", "cost.extra-params",
          "device.hardcoded-cpu", "device.host-sync", "api.forbidden-sdpa", "proj.qkv-aliased",
          "mask.fp16-overflow", "dtype.forces-float32"}
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory):
+    """own(name) -> the path of the structure fixture ``name``, written from its patch."""
+    folder = tmp_path_factory.mktemp("structure")
+    return lambda name: structure_fixtures.write(name, folder)
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +84,12 @@ def test_rubric_totals_100_with_the_structure_checks():
     assert STRUCTURE_CHECKS <= {name for name, pts in rubric.points.items() if pts > 0}
 
 
-@pytest.mark.parametrize("path", [SOLUTION] + sorted(OWN.glob("correct_*.py"))
-                         + [OWN / "broadcast_scores.py"], ids=lambda p: p.stem)
-def test_correct_code_gets_full_marks_and_no_diagnosis(grade, path):
+@pytest.mark.parametrize("name", ["mha"] + sorted(n for n in structure_fixtures.PATCHES
+                                                 if n.startswith("correct_")) + ["broadcast_scores"])
+def test_correct_code_gets_full_marks_and_no_diagnosis(grade, own, name):
     """Is correct code (the reference, einsum + torch.where, chunk/stack, a broadcast product)
     given every point, with device.cuda skipped and re-scaled, and diagnosed with nothing?"""
-    report = grade(path)
+    report = grade(SOLUTION if name == "mha" else own(name))
     assert report.score == pytest.approx(100.0)
     assert by_name(report)["device.cuda"].status.value == "skipped"
     assert "skipped: the grading machine has no CUDA device" in by_name(report)["device.cuda"].feedback
@@ -88,9 +97,9 @@ def test_correct_code_gets_full_marks_and_no_diagnosis(grade, path):
     assert not report.diagnoses, [d.code for d in report.diagnoses]
 
 
-def test_per_head_loop_loses_only_the_parallel_check(grade):
+def test_per_head_loop_loses_only_the_parallel_check(grade, own):
     """Does a correct per-head Python loop lose cost.parallel alone, with the counts measured?"""
-    report = grade(OWN / "loop_correct.py")
+    report = grade(own("loop_correct"))
     assert lost(report) == {"cost.parallel"}
     feedback = by_name(report)["cost.parallel"].feedback
     counts = re.search(r"dispatches ([\d, ]+) matmul/softmax kernels", feedback).group(1)
@@ -110,10 +119,10 @@ SHARED_VARIANTS = {"shared_expand": "heads.shared-weights", "shared_modulelist":
 
 
 @pytest.mark.parametrize("name", sorted(SHARED_VARIANTS))
-def test_shared_weight_variants_are_caught(grade, name):
+def test_shared_weight_variants_are_caught(grade, own, name):
     """Does each way of sharing one head's weights lose the distinct-heads points and get
     the right heads.* code, with feedback that explains M identical heads are one head?"""
-    report = grade(OWN / f"{name}.py")
+    report = grade(own(name))
     assert by_name(report)["MultiHeadAttention.distinct"].score == 0
     assert SHARED_VARIANTS[name] in codes(report)
     assert not codes(report) & {"heads.unused-block", "heads.identical-init", "proj.qkv-aliased"}
@@ -121,11 +130,11 @@ def test_shared_weight_variants_are_caught(grade, name):
     assert "one head repeated" in message
 
 
-def test_shared_heads_feedback_reports_counts_and_consequence(grade):
+def test_shared_heads_feedback_reports_counts_and_consequence(grade, own):
     """Does cost.params report the measured counts and say what shared heads cost?"""
-    feedback = by_name(grade(OWN / "shared_expand.py"))["cost.params"].feedback
+    feedback = by_name(grade(own("shared_expand")))["cost.params"].feedback
     assert "1024, 640, 448, 352" in feedback and "one head repeated" in feedback
-    feedback = by_name(grade(OWN / "shared_einsum_block.py"))["MultiHeadAttention.distinct"].feedback
+    feedback = by_name(grade(own("shared_einsum_block")))["MultiHeadAttention.distinct"].feedback
     assert "identical" in feedback and "one head repeated 4 times" in feedback
 
 
@@ -146,11 +155,11 @@ OTHERS = {  # fixture: (code, checks lost; None: value checks fail too, not comp
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))
-def test_structure_mistakes_are_diagnosed_alone(grade, name):
+def test_structure_mistakes_are_diagnosed_alone(grade, own, name):
     """Is each mistake diagnosed with its code only, and (where values are right) does it
     lose exactly the check that sees it?"""
     code, expected_lost = OTHERS[name]
-    report = grade(OWN / f"{name}.py")
+    report = grade(own(name))
     assert codes(report) & CODES == {code}
     assert report.score < 100
     if expected_lost is not None:
@@ -165,7 +174,7 @@ def test_structure_mistakes_are_diagnosed_alone(grade, name):
 def test_built_in_attention_is_seen_however_it_is_reached(grade, tmp_path, call):
     """Is the forbidden kernel noticed when the module reaches it past torch.nn.functional
     (the operator table, the C binding, an internal kernel), and do the module's points go?"""
-    source = (OWN / "sdpa_in_forward.py").read_text()
+    source = structure_fixtures.source("sdpa_in_forward")
     original = "nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)"
     assert original in source
     path = tmp_path / "mha.py"
@@ -203,24 +212,24 @@ def test_the_traced_flops_are_those_torch_counts(compute):
     assert trace.flops == counter.get_total_flops()
 
 
-def test_device_feedback_names_cause_and_fix(grade):
+def test_device_feedback_names_cause_and_fix(grade, own):
     """Do the device and precision checks say what happened and how to fix it?"""
-    meta = by_name(grade(OWN / "cpu_ones_mask.py"))["device.meta"].feedback
+    meta = by_name(grade(own("cpu_ones_mask")))["device.meta"].feedback
     assert "meta" in meta and "device=scores.device" in meta
-    sync = by_name(grade(OWN / "host_sync_guard.py"))["device.sync"].feedback
+    sync = by_name(grade(own("host_sync_guard")))["device.sync"].feedback
     assert "_local_scalar_dense" in sync
-    autocast = by_name(grade(OWN / "fill_minus_1e5.py"))["precision.autocast"].feedback
+    autocast = by_name(grade(own("fill_minus_1e5")))["precision.autocast"].feedback
     assert "float16" in autocast and "finfo" in autocast
 
 
 # --------------------------------------------------------------------------------------
 # The GPU path
 
-def test_cuda_check_runs_on_the_cpu_stand_in(grade):
+def test_cuda_check_runs_on_the_cpu_stand_in(grade, own):
     """With the grader told it has CUDA but running on the CPU, does device.cuda run its
     whole pipeline: pass for the reference, fail for a float16 overflow?"""
     assert by_name(grade(SOLUTION, stand_in_cuda=True))["device.cuda"].status.value == "passed"
-    result = by_name(grade(OWN / "fill_minus_1e5.py", stand_in_cuda=True))["device.cuda"]
+    result = by_name(grade(own("fill_minus_1e5"), stand_in_cuda=True))["device.cuda"]
     assert result.status.value == "failed" and "autocast-float16" in result.feedback
 
 
@@ -235,14 +244,14 @@ def test_a_submission_cannot_turn_the_cuda_check_into_skipped(monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
-def test_cuda_check_on_a_gpu():
+def test_cuda_check_on_a_gpu(tmp_path):
     """On a GPU: does the reference pass device.cuda, and do a CPU-created mask, a float16
     overflow and a (batch, heads, n, n, p) broadcast fail it?"""
     grader = Grader(seed=1, device="cuda")
     try:
         assert by_name(grader.grade(SOLUTION))["device.cuda"].status.value == "passed"
         for name in ("cpu_ones_mask", "fill_minus_1e5", "broadcast_scores"):
-            result = by_name(grader.grade(OWN / f"{name}.py"))["device.cuda"]
+            result = by_name(grader.grade(structure_fixtures.write(name, tmp_path)))["device.cuda"]
             assert result.status.value == "failed", (name, result.feedback)
     finally:
         grader.close()

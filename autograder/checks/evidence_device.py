@@ -108,6 +108,21 @@ def precision_failures(p) -> list[tuple[str, str, str]]:
     return found
 
 
+def dtype_failures(p) -> list[tuple[str, str, str]]:
+    """(mode, part, what) where the student's result has another dtype than the reference's:
+    with inputs cast to float16, bfloat16 or float32 every function keeps their dtype (under
+    autocast, whatever autocast gives the reference)."""
+    student, ref = low_precision(p, "student"), low_precision(p, "reference")
+    found = []
+    for mode in MODES:
+        for part, result in student[mode].items():
+            got, wanted = result.get("value", {}), ref[mode][part].get("value", {})
+            if got and wanted and got.get("dtype") != wanted.get("dtype"):
+                found.append((mode, part, f"returns {got.get('dtype')} where the inputs' dtype "
+                                          f"gives {wanted.get('dtype')}"))
+    return found
+
+
 def cuda_runs(p) -> tuple[dict, dict, dict]:
     """(student's on_cuda data, reference's, the float64 values expected)."""
     def make():

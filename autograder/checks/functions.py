@@ -2,11 +2,37 @@
 holds a submission to", items 1 and 2)."""
 from __future__ import annotations
 
+import torch
+
 from ..compare import CheckFailed, expect_close, expect_equal_values
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 
 F64 = dict(rtol=1e-9, atol=1e-11)     # float64: a float32 detour (about 1e-8) fails
+F32 = dict(rtol=1e-4, atol=1e-6)      # float32's precision: right, but computed in float32
+
+
+def expect_float64(p: Probe, *, actual, expected, what: str, **tol) -> None:
+    """Close to the reference in float64. Values right only to float32's precision (part of
+    the computation done in float32) count as right here and are noted: the precision check
+    charges that once, instead of every value check."""
+    try:
+        expect_close(actual=actual, expected=expected, what=what, **(tol or F64))
+    except CheckFailed:
+        if not _float32_close(actual, expected):
+            raise
+        p.observations.setdefault("float32_detour", []).append(what)
+
+
+def _float32_close(actual, expected) -> bool:
+    if type(actual) is not torch.Tensor or type(expected) is not torch.Tensor \
+            or expected.dtype != torch.float64 or actual.dtype != torch.float64:
+        return False               # a float32 result is a dtype not kept: a visible mistake
+    try:
+        expect_close(actual=actual, expected=expected, what="", dtype=False, **F32)
+    except CheckFailed:
+        return False
+    return True
 
 
 def compare_cases(p: Probe, fn: str, group: str, case_list, *, pick=None, **tol) -> None:
@@ -41,7 +67,7 @@ def _compare_case(p: Probe, fn, group, case, pick, tol) -> None:
     if pick is not None:
         actual, expected = pick(actual, what), pick(expected, what)
     for a, e, label in _pairs(actual, expected, what):
-        expect_close(actual=a, expected=e, what=label, **(tol or F64))
+        expect_float64(p, actual=a, expected=e, what=label, **(tol or F64))
 
 
 def _pairs(actual, expected, what):

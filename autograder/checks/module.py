@@ -9,7 +9,7 @@ import torch
 from ..compare import CheckFailed, expect_close, expect_shape
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
-from .functions import F64
+from .functions import F64, expect_float64
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,22 @@ def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropo
     return student, ref
 
 
-def compare_runs(c: Config, runs, student, ref, *, grads: bool = False) -> None:
+def compare_runs(p: Probe, c: Config, runs, student, ref, *, grads: bool = False) -> None:
     for run, s, r in zip(runs, student["runs"], ref["runs"]):
         lens = run.get("valid_lens")
         what = f"forward of {c.describe()}" + (f", valid_lens {lens.tolist()}" if lens is not None else "")
-        expect_close(actual=s["out"], expected=r["out"], what=f"{what}: output", **F64)
+        expect_float64(p, actual=s["out"], expected=r["out"], what=f"{what}: output")
         if s["weights"] is None:
             raise CheckFailed(f"{what}: self.attention_weights is not a tensor after forward")
-        expect_close(actual=s["weights"], expected=r["weights"],
-                     what=f"{what}: attention_weights", **F64)
+        expect_float64(p, actual=s["weights"], expected=r["weights"],
+                       what=f"{what}: attention_weights")
         if grads:
             for name, expected in r["grads"].items():
                 actual = s["grads"].get(name)
                 if actual is None:
                     raise CheckFailed(f"{what}: no gradient reached {name}")
-                expect_close(actual=actual, expected=expected, what=f"{what}: gradient of {name}",
-                             rtol=1e-8, atol=1e-10)
+                expect_float64(p, actual=actual, expected=expected,
+                               what=f"{what}: gradient of {name}", rtol=1e-8, atol=1e-10)
 
 
 @check("MultiHeadAttention.params", group="mha", hidden=False, instruments=["parameters"])
@@ -140,7 +140,7 @@ def mha_values(p: Probe) -> None:
     for c in CONFIGS:
         runs = [inputs(gen, c)]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref)
+        compare_runs(p, c, runs, student, ref)
 
 
 @check("MultiHeadAttention.masked", group="mha", hidden=False)
@@ -150,7 +150,7 @@ def mha_masked(p: Probe) -> None:
     for c in MASKED:
         runs = [inputs(gen, c, masked="1-d"), inputs(gen, c, masked="2-d")]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref)
+        compare_runs(p, c, runs, student, ref)
 
 
 @check("MultiHeadAttention.grads", group="mha")
@@ -160,7 +160,7 @@ def mha_grads(p: Probe) -> None:
     for c in (CONFIGS[0], CONFIGS[3], MASKED[0]):
         runs = [inputs(gen, c, masked="1-d" if c.name.startswith("masked") else None, grad=True)]
         student, ref = run_both(p, c, runs)
-        compare_runs(c, runs, student, ref, grads=True)
+        compare_runs(p, c, runs, student, ref, grads=True)
 
 
 @check("MultiHeadAttention.dropout", group="mha", requires=["MultiHeadAttention.values"])
@@ -177,7 +177,7 @@ def mha_dropout(p: Probe) -> None:
         p.observations["eval_nondeterministic"] = True
         raise CheckFailed(f"{c.describe()} with dropout=0.5: two eval-mode forwards on the same "
                           "inputs differ, so dropout still acts after model.eval()")
-    compare_runs(c, runs, student, ref)
+    compare_runs(p, c, runs, student, ref)
     train = [dict(inputs(gen, c), train=True, seed=1)]
     student, _ = run_both(p, c, train, dropout=0.5)
     _, eval_ref = run_both(p, c, [dict(train[0], train=False)], dropout=0.5)

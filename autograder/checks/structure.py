@@ -178,7 +178,8 @@ def device_sync(p: Probe) -> None:
 @check("precision.autocast", group="device", requires=WORKS, instruments=["precision"])
 def precision_autocast(p: Probe) -> None:
     """Under float16/bfloat16 autocast and casts, with masks that include length 0, forward and
-    the masked functions stay finite wherever they are finite in float32."""
+    the masked functions stay finite wherever they are finite in float32, keep the inputs'
+    dtype, and float64 inputs are computed in float64 (a float32 detour is charged here)."""
     failures = evd.precision_failures(p)
     if failures:
         lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in failures[:4])
@@ -187,6 +188,18 @@ def precision_autocast(p: Probe) -> None:
                     mode.endswith("float16") and "bfloat" not in mode for mode, _, _ in failures)
                 else "")
         raise CheckFailed(f"finite in float32, but not in low precision: {lines}.{hint}")
+    dtypes = evd.dtype_failures(p)
+    if dtypes:
+        lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in dtypes[:4])
+        raise CheckFailed(f"the inputs' dtype is not kept: {lines}. Compute in the inputs' "
+                          "dtype (no .float(), no dtype=torch.float32).")
+    detours = p.observations.get("float32_detour", [])
+    if detours:
+        raise CheckFailed(f"float64 inputs give values right only to float32's precision "
+                          f"({len(detours)} results, e.g. {detours[0]}): part of the computation "
+                          "runs in float32. Compute in the inputs' dtype (no .float(), no "
+                          "dtype=torch.float32). The value checks count these values as right; "
+                          "this check charges the precision once.")
 
 
 @check("device.cuda", group="device", needs={"cuda"}, requires=WORKS,

@@ -191,6 +191,13 @@ def _float32_detour(actual, expected) -> bool:
 
 @diagnosis("dtype.forces-float32")
 def forces_float32(p, results):
+    cast = [(mode, part, what) for mode, part, what in evd.dtype_failures(p)
+            if mode.startswith("cast-") and "float32" in what.split(" where")[0]]
+    if cast:
+        mode, part, what = cast[0]
+        return (f"{part} with inputs cast to {mode.removeprefix('cast-')} {what}: part of the "
+                "computation is forced to float32. Compute in the inputs' dtype (no .float(), "
+                "no dtype=torch.float32).")
     for what, actual, expected in _softmax_pairs(p):
         if _float32_detour(actual, expected):
             return (f"{what}: float64 inputs give results rounded to float32 (they differ from "

@@ -1,5 +1,5 @@
 # ATTACK: values of exactly the right shape and dtype that are NaN, +inf, -inf or empty, mixed per case: a grader that compares with `a - e` and `argmax` may index an empty tensor, take nan for "no difference", or call a NaN pattern equal; head_weight_shape returns (nan, nan), then (inf, -inf), then (d, p) as floats of one less; forward returns NaN with an empty attention_weights tensor.
-# HONEST: 0
+# HONEST: partial 4.1 (head_weight_shape and split_heads raise ValueError where one is due (2 + 2 of 98 points, rescaled: 4.08): a correct ValueError counts on its own, whatever the values)
 # EXPECT: NaN where the reference has none fails ("values are NaN, first at index ..."), infinities fail with the greatest difference inf, an empty tensor fails on its shape; nothing raises in the grader; score 0; grader exit status 0, valid JSON.
 import itertools
 import math

@@ -1,5 +1,5 @@
 # ATTACK: right values in dtypes the grader's float comparison was not written for: split_heads answers complex128, concat_heads bool, masked_softmax int64, project a 0-d tensor, project_heads float16, attention_pool a complex output with uint8 weights, head_weight_shape (d, a 0-d int tensor); the module's forward returns its correct output as complex128 with bool attention_weights. A comparison that casts to float64 first drops the imaginary part and may call the answer right.
-# HONEST: 0
+# HONEST: partial 2.1 (split_heads raises ValueError where one is due (2 of 98 points, rescaled: 2.04): a correct ValueError counts on its own, whatever the values)
 # EXPECT: every one fails on its dtype ("returned dtype torch.complex128, expected torch.float64"), the sizes with a tensor in them err ("a tensor is not a size"); nothing raises in the grader; score 0; grader exit status 0, valid JSON.
 import math
 
