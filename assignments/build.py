@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
-from autograder import parts, scoring, source_facts, variants
+from autograder import parts, public, scoring, source_facts, variants
 
 from . import narrative
 
@@ -255,6 +255,11 @@ WHAT = {parts.CONVENTIONS: "the conventions (inputs unchanged, cost parity, any 
         parts.QUESTIONS: "the numeric questions of section 7 (against your own numbers)"}
 
 
+def _whole(n: float):
+    """``n`` as an int where it is one, so nbgrader shows "6", not "6.0"."""
+    return int(n) if float(n).is_integer() else n
+
+
 def _plural(n: float) -> str:
     return f"{n:g} point{'s' if n != 1 else ''}"
 
@@ -338,6 +343,7 @@ def notebook(ref: Reference, checks: Checks, variant=variants.DEFAULT, *,
     _attach(cells[0], "block", figures)
     for cell in cells[-2:]:
         cell.metadata["jupyter"] = {"source_hidden": True}
+    public_points = public.points(rubric)        # one definition of public: autograder.public
     for section in narrative.SECTIONS:
         body = f"## {section.number}. {section.title}\n\n{text(section.text)}"
         cells.append(_markdown(f"section-{section.number}",
@@ -345,13 +351,15 @@ def notebook(ref: Reference, checks: Checks, variant=variants.DEFAULT, *,
         if section.figure:
             _attach(cells[-1], section.figure, figures)
         for item in section.items:
-            points = f"{_plural(item.points)} of {parts.points(rubric)[item.api]:g}"
+            cell_points = _whole(public_points[item.api])
+            points = f"{_plural(cell_points)} of {parts.points(rubric)[item.api]:g}"
             test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
                     f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
             cells += [_markdown(f"task-{item.api}", text(item.text)),
                       _code(item.api, ref.definitions[item.api], solution=True),
-                      _code(f"test_{item.api}", test, grade=True, locked=True, points=item.points)]
-            cells.append(hidden_test(item.api, item.points, rubric))
+                      _code(f"test_{item.api}", test, grade=True, locked=True, points=cell_points)]
+            if parts.points(rubric).get(item.api, 0) > cell_points:     # else every check is public
+                cells.append(hidden_test(item.api, cell_points, rubric))
     cells += [_markdown("figure-heads", narrative.HEADS_FIGURE),
               _code("show_heads", narrative.HEADS_CALL, locked=True)]
     cells.append(hidden_test(parts.CONVENTIONS, 0, rubric))

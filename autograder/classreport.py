@@ -1,9 +1,13 @@
 """The class report: what a batch found, as one self-contained HTML page and its PNGs.
 
 ``build(OUT)`` reads ``OUT/results`` (written by ``batch``), draws the score distribution,
-the outcome of each check, the diagnosis codes ranked by frequency, and the per-head
-attention maps of one submission, and writes ``index.html`` (the PNGs embedded as data
-URIs, so the page can be mailed or uploaded alone) next to the same PNG files.
+the outcome of each check (a check held back because a check it requires failed is
+*blocked*, not failed), the points lost per part, the diagnosis codes ranked by frequency,
+and the per-head attention maps of one submission, and writes ``index.html`` (the PNGs
+embedded as data URIs, so the page can be mailed or uploaded alone) next to the same PNG
+files. Beside it, for the LMS: ``feedback/<student>.md``, one file per student with what
+``grade --format text`` says (as Markdown), and ``lms-grades.csv``, one row per student
+with points, percent, a one-line comment (the reason for a zero) and the feedback file.
 
 The attention maps come from the student's own module, run in a sandbox through the
 existing ``mha`` probe (its ``weights``): the report never imports student code itself.
@@ -11,7 +15,10 @@ existing ``mha`` probe (its ``weights``): the report never imports student code 
 from __future__ import annotations
 
 import base64
+import csv
 import html
+import io
+import re
 import json
 import os
 import statistics
@@ -22,6 +29,7 @@ from pathlib import Path
 import torch
 
 from . import figures
+from .parts import AREAS, part_of
 from .outfolder import load_results
 from .files import write_atomic
 
@@ -48,6 +56,8 @@ def build(out, *, student: str | None = None, output=None) -> str:
     pngs = {
         "scores.png": figures.score_distribution([_percent(r) for r in results]),
         "checks.png": figures.check_outcomes(check_outcomes(results)),
+        "parts.png": figures.points_lost([(part, lost, len(who)) for part, lost, who
+                                          in points_lost_by_part(results)], len(results)),
         "diagnoses.png": figures.diagnosis_counts(diagnosis_counts(results), len(results)),
     }
     if weights is not None:
@@ -55,9 +65,162 @@ def build(out, *, student: str | None = None, output=None) -> str:
     folder = Path(output) if output else out / "report"
     for name, data in pngs.items():
         _write_bytes(folder / name, data)
+    feedback = write_feedback(results, folder / "feedback")
+    write_atomic(str(folder / "lms-grades.csv"), lms_csv(results, feedback))
     index = folder / "index.html"
     write_atomic(str(index), page(results, pngs, chosen, caption))
     return str(index)
+
+
+# ---------------------------------------------------------------------------------------
+# What each check, part, diagnosis and zero means for the class
+
+def status_of(check: dict) -> str:
+    """A check's outcome for the report: its status, or "blocked" where it was not graded
+    because a check it requires did not pass (``blocked_by``; older results: the message)."""
+    if check.get("blocked_by") or (check.get("status") == "failed" and
+                                   str(check.get("feedback", "")).startswith("not graded until")):
+        return "blocked"
+    return str(check.get("status", "error"))
+
+
+def _who(result: dict) -> str:
+    return str(result.get("student") or result["key"])
+
+
+def _lost(check: dict) -> float:
+    return max(0.0, float(check.get("max_score", 0)) - float(check.get("score", 0)))
+
+
+def points_lost_by_part(results: list[dict]) -> list[tuple[str, float, list[str]]]:
+    """(part, points lost over the class, the students who lost any), most lost first."""
+    lost: dict[str, float] = {}
+    who: dict[str, list[str]] = {}
+    for r in results:
+        mine: dict[str, float] = {}
+        for c in r.get("checks", []):
+            mine[part_of(c["name"])] = mine.get(part_of(c["name"]), 0.0) + _lost(c)
+        for part, value in mine.items():
+            if value > 1e-9:
+                lost[part] = lost.get(part, 0.0) + value
+                who.setdefault(part, []).append(_who(r))
+    return sorted(((part, round(value, 2), sorted(who[part])) for part, value in lost.items()),
+                  key=lambda row: (-row[1], row[0]))
+
+
+def diagnosis_costs(results: list[dict]) -> list[tuple[str, list[str], float]]:
+    """(code, the students it was found in, the points those students lost on the checks
+    where that kind of mistake shows), most students first."""
+    rows: dict[str, tuple[list[str], float]] = {}
+    for r in results:
+        for code in sorted({d["code"] for d in r.get("diagnoses", [])}):
+            groups = AREAS.get(code.split(".")[0], ())
+            cost = sum(_lost(c) for c in r.get("checks", []) if c.get("group") in groups)
+            students, total = rows.get(code, ([], 0.0))
+            rows[code] = (students + [_who(r)], total + cost)
+    return sorted(((code, sorted(s), round(v, 2)) for code, (s, v) in rows.items()),
+                  key=lambda row: (-len(row[1]), row[0]))
+
+
+_POLICY_NOTE = re.compile(r"rubric policy|were scaled by")
+
+
+def zero_reason(result: dict) -> str | None:
+    """Why a submission scored nothing, in a few words; None where it scored points."""
+    if float(result.get("score", 0)) > 0:
+        return None
+    notes = [n for n in result.get("notes", []) if not _POLICY_NOTE.search(n)]
+    for note in notes:
+        first = note.splitlines()[0]
+        if first.startswith("syntax error"):
+            return first
+        if " is empty" in first:
+            return "empty file: it defines none of the functions"
+    checks = [c for c in result.get("checks", []) if status_of(c) not in ("skipped", "blocked")]
+    if checks and all(c["status"] == "error" and "not implemented yet" in c.get("feedback", "")
+                      for c in checks):
+        return "the stub, unchanged: every function still raises NotImplementedError"
+    if notes:
+        return notes[0].splitlines()[0][:200]
+    errors = Counter(c.get("feedback", "").split(":")[0][:120] for c in checks
+                     if c["status"] == "error")
+    if errors and sum(errors.values()) == len(checks):
+        return "every check raised an error, most often: " + errors.most_common(1)[0][0]
+    return "no check passed"
+
+
+# ---------------------------------------------------------------------------------------
+# For the LMS: one feedback file per student and a grades CSV
+
+MARKS = {"passed": "passed", "failed": "FAILED", "error": "ERROR", "skipped": "skipped",
+         "blocked": "not graded"}
+
+
+def feedback_markdown(result: dict) -> str:
+    """What ``grade --format text`` says about one submission, as Markdown."""
+    lines = [f"# Feedback: {_md(_who(result))}", "",
+             f"**{result.get('score', 0):g} / {result.get('max_score', 0):g} points** "
+             f"({_md(Path(str(result.get('submission', ''))).name)})", ""]
+    reason = zero_reason(result)
+    if reason:
+        lines += [f"Why no points: {_md(reason)}", ""]
+    lines += ["| check | outcome | points | what the grader saw |", "|---|---|---|---|"]
+    for c in result.get("checks", []):
+        status = status_of(c)
+        said = "" if status == "passed" else _md(c.get("feedback", ""))
+        lines.append(f"| `{c['name']}` | {MARKS.get(status, status)} | "
+                     f"{c.get('score', 0):g} / {c.get('max_score', 0):g} | {said} |")
+    if result.get("diagnoses"):
+        lines += ["", "## What went wrong", ""]
+        lines += [f"- **{_md(d['code'])}**: {_md(d['message'])}" for d in result["diagnoses"]]
+    if result.get("notes"):
+        lines += ["", "## Notes", ""] + [f"- {_md(n)}" for n in result["notes"]]
+    seed = result.get("seed")
+    if seed is not None:
+        lines += ["", f"_Seed {seed}: `python -m autograder grade FILE --seed {seed}` replays "
+                      "these inputs._"]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    """One table cell or list item of Markdown: no line breaks, no table pipes, no HTML."""
+    text = " ".join(str(text).split())
+    return html.escape(text, quote=False).replace("|", "\\|")
+
+
+def feedback_name(result: dict) -> str:
+    """The file name of a student's feedback: their key, made safe for every LMS."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", result["key"]).strip("._") + ".md"
+
+
+def write_feedback(results: list[dict], folder: Path) -> dict[str, str]:
+    """Write one Markdown feedback file per submission; {key: file name}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {}
+    for r in results:
+        name = feedback_name(r)
+        write_atomic(str(folder / name), feedback_markdown(r))
+        names[r["key"]] = name
+    return names
+
+
+LMS_COLUMNS = ("student", "assignment", "points", "max_points", "percent", "comment",
+               "feedback_file")
+
+
+def lms_csv(results: list[dict], feedback: dict[str, str]) -> str:
+    """The grades as an LMS imports them: one row per student, numbers as plain numbers,
+    a one-line comment (the reason for a zero, else the mistakes found)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(LMS_COLUMNS)
+    for r in sorted(results, key=lambda r: _who(r)):
+        codes = sorted({d["code"] for d in r.get("diagnoses", [])})
+        comment = zero_reason(r) or ("mistakes found: " + ", ".join(codes) if codes else "")
+        writer.writerow([_who(r), r.get("assignment", ""), f"{float(r.get('score', 0)):g}",
+                         f"{float(r.get('max_score', 0)):g}", f"{_percent(r):.1f}",
+                         " ".join(comment.split()), "feedback/" + feedback.get(r["key"], "")])
+    return buffer.getvalue()
 
 
 def _choose(results: list[dict], student: str | None) -> dict:
@@ -87,7 +250,7 @@ def check_outcomes(results: list[dict]) -> list[tuple[str, dict[str, float]]]:
     tallies: dict[str, Counter] = {}
     for r in results:
         for c in r.get("checks", []):
-            tallies.setdefault(c["name"], Counter())[c["status"]] += 1
+            tallies.setdefault(c["name"], Counter())[status_of(c)] += 1
     rows = [(name, {s: n / sum(t.values()) for s, n in t.items()}) for name, t in tallies.items()]
     return sorted(rows, key=lambda row: row[1].get("passed", 0.0))
 
@@ -167,9 +330,13 @@ def page(results: list[dict], pngs: dict, chosen: dict, caption: str) -> str:
              f"<style>{STYLE}</style><h1>Class report</h1>",
              f"<p>{len(results)} submissions graded; mean {statistics.fmean(percents):.1f}%, "
              f"median {statistics.median(percents):.1f}%, {full} with full marks.</p>"]
-    for name, alt in (("scores.png", "Score distribution"), ("checks.png", "Outcome per check"),
+    for name, alt in (("scores.png", "Score distribution"),
+                      ("checks.png", "Outcome per check (blocked: not graded, a check it "
+                                     "requires failed)"),
+                      ("parts.png", "Points lost per part"),
                       ("diagnoses.png", "Diagnosis codes by frequency")):
         parts.append(_figure(pngs[name], alt))
+    parts.append(_parts_table(results))
     parts.append(_diagnosis_table(results))
     parts.append(f"<h2>Attention maps of {e(chosen['key'])}</h2>")
     if "attention.png" in pngs:
@@ -185,19 +352,33 @@ def _figure(png: bytes, alt: str) -> str:
             f"<figcaption>{html.escape(alt)}</figcaption></figure>")
 
 
+def _parts_table(results: list[dict]) -> str:
+    e = html.escape
+    rows = "".join(f"<tr><td>{e(part)}</td><td class=num>{lost:g}</td><td class=num>{len(who)}"
+                   f"</td><td>{e(', '.join(who))}</td></tr>"
+                   for part, lost, who in points_lost_by_part(results))
+    return ("<h2>Points lost per part</h2><table><tr><th>part</th><th>points lost</th>"
+            f"<th>students</th><th>who</th></tr>{rows}</table>" if rows else "")
+
+
 def _diagnosis_table(results: list[dict]) -> str:
+    e = html.escape
     examples = {d["code"]: d["message"] for r in results for d in r.get("diagnoses", [])}
-    rows = "".join(f"<tr><td><code>{html.escape(code)}</code></td><td class=num>{n}</td>"
-                   f"<td>{html.escape(examples[code][:300])}</td></tr>"
-                   for code, n in diagnosis_counts(results))
-    return ("<h2>Recognised mistakes</h2><table><tr><th>code</th><th>submissions</th>"
+    rows = "".join(f"<tr><td><code>{e(code)}</code></td><td class=num>{len(who)}</td>"
+                   f"<td class=num>{lost:g}</td><td>{e(', '.join(who))}</td>"
+                   f"<td>{e(examples[code][:300])}</td></tr>"
+                   for code, who, lost in diagnosis_costs(results))
+    return ("<h2>Recognised mistakes</h2><table><tr><th>code</th><th>students</th>"
+            "<th>points they lost there</th><th>who</th>"
             f"<th>what it means (one example)</th></tr>{rows}</table>" if rows else "")
 
 
 def _student_table(results: list[dict]) -> str:
+    e = html.escape
     rows = "".join(
-        f"<tr><td>{html.escape(r['key'])}</td><td class=num>{r['score']:g} / {r['max_score']:g}"
-        f"</td><td>{html.escape(', '.join(d['code'] for d in r.get('diagnoses', [])))}</td></tr>"
+        f"<tr><td>{e(r['key'])}</td><td class=num>{r['score']:g} / {r['max_score']:g}"
+        f"</td><td>{e(zero_reason(r) or ', '.join(d['code'] for d in r.get('diagnoses', [])))}"
+        f"</td><td><a href='feedback/{e(feedback_name(r))}'>feedback</a></td></tr>"
         for r in sorted(results, key=lambda r: (_percent(r), r["key"])))
     return ("<h2>Submissions, lowest score first</h2><table><tr><th>student</th><th>score</th>"
-            f"<th>diagnoses</th></tr>{rows}</table>")
+            f"<th>diagnoses, or why no points</th><th></th></tr>{rows}</table>")

@@ -71,6 +71,7 @@ examples:
     "package": """\
 examples:
   python -m autograder package gradescope --output autograder.zip
+  python -m autograder package student --output mha-kit
   python -m autograder package classroom --output ../mha-template --rubric my-rubric.toml""",
 }
 
@@ -201,12 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--rubric", metavar="FILE",
                    help="a rubric TOML file (default: the course config's TrustedGrades.rubric)")
 
-    k = command("package", "build the Gradescope autograder zip or the GitHub Classroom "
-                "template repository")
-    k.add_argument("target", choices=("gradescope", "classroom"), metavar="TARGET",
-                   help="gradescope: the zip to upload; classroom: the template repository")
+    k = command("package", "build the student kit, the Gradescope autograder zip or the "
+                "GitHub Classroom template repository")
+    k.add_argument("target", choices=("student", "gradescope", "classroom"), metavar="TARGET",
+                   help="student: the kit to hand out (notebook, stub, public tests); gradescope: "
+                        "the zip to upload; classroom: the template repository (the kit plus a workflow)")
     k.add_argument("--output", required=True, metavar="PATH",
-                   help="gradescope: the zip to write; classroom: a new folder for the template")
+                   help="gradescope: the zip to write; student, classroom: a new folder")
+    k.add_argument("--skipped", choices=("award", "withhold", "rescale"), default="award",
+                   help="gradescope: what the bundle's rubric does with a check that cannot run "
+                        "there (device.cuda: Gradescope has no GPU); award (default) keeps every "
+                        "score a whole number")
+    k.add_argument("--no-pin-check", action="store_true",
+                   help="gradescope: do not ask the package index whether the pins resolve for "
+                        "Python 3.10 and 3.12 (Ubuntu 22.04 and 24.04)")
     k.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
 
     v = command("variant", "write a student's released notebook, with their own numbers")

@@ -173,13 +173,20 @@ def purpose(doc: str) -> str:
 def package(args) -> int:
     from . import package as bundles
     try:
-        built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
+        if args.target == "gradescope":
+            built = bundles.gradescope(args.output, rubric=args.rubric, skipped=args.skipped,
+                                       check_pins=not args.no_pin_check)
+        else:
+            built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
     except bundles.PackageError as e:
         raise UsageError(str(e)) from None
     if args.target == "gradescope":
         print(f"wrote {built['path']} ({len(built['files'])} files). Upload it on Gradescope's "
               f"'Configure Autograder' page and set the assignment's autograder points to "
-              f"{built['max_score']:g}.")
+              f"{built['max_score']:g}. {built['pins']}")
+    elif args.target == "student":
+        print(f"wrote the student kit {built['path']}: {', '.join(built['files'])}. Hand it out "
+              "as it is; students run `pytest` in it.")
     else:
         print(f"wrote the template repository {built['path']}: public tests worth "
               f"{built['max_score']:g} points. Push it to a repository marked as a template "

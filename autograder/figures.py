@@ -14,7 +14,7 @@ except ImportError:                                   # the optional 'report' ex
     Figure = None
 
 STATUS_COLOURS = {"passed": "#3a9b4a", "failed": "#f0a030", "error": "#d64541",
-                  "skipped": "#b8b8b8"}
+                  "blocked": "#9fb8d8", "skipped": "#b8b8b8"}
 
 
 def available() -> bool:
@@ -44,7 +44,8 @@ def score_distribution(percents: list[float]) -> bytes:
 
 
 def check_outcomes(rows: list[tuple[str, dict[str, float]]]) -> bytes:
-    """One stacked bar per check: the share of submissions passed, failed, in error, skipped."""
+    """One stacked bar per check: the share of submissions passed, failed, in error, blocked
+    (not graded: a check it requires failed) and skipped."""
     fig = Figure(figsize=(7, 0.32 * len(rows) + 1.2))
     ax = fig.subplots()
     names = [name for name, _ in rows]
@@ -55,7 +56,7 @@ def check_outcomes(rows: list[tuple[str, dict[str, float]]]) -> bytes:
         left = [a + b for a, b in zip(left, shares)]
     ax.invert_yaxis()
     ax.set(xlim=(0, 100), xlabel="% of submissions", title="Outcome per check (hardest first)")
-    ax.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / max(len(rows), 1)),
+    ax.legend(ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / max(len(rows), 1)),
               frameon=False)
     return _png(fig)
 
@@ -76,6 +77,25 @@ def diagnosis_counts(counts: list[tuple[str, int]], total: int) -> bytes:
         ax.text(0.5, 0.5, "no recognised mistake in any submission", ha="center", va="center")
         ax.set_axis_off()
     ax.set(xlabel="submissions", title="What the class got wrong (diagnosis codes)")
+    return _png(fig)
+
+
+def points_lost(rows: list[tuple[str, float, int]], students: int) -> bytes:
+    """One bar per part: the points the class lost there (summed over submissions), each
+    labelled with the number of students who lost any; most points lost first."""
+    fig = Figure(figsize=(7, 0.34 * max(len(rows), 1) + 1.2))
+    ax = fig.subplots()
+    if rows:
+        ax.barh([name for name, _, _ in rows], [lost for _, lost, _ in rows], color="#c0504d",
+                height=0.7)
+        for y, (_, lost, n) in enumerate(rows):
+            ax.text(lost, y, f" {lost:g} ({n} of {students} students)", va="center", fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(lost for _, lost, _ in rows) * 1.35 or 1)
+    else:
+        ax.text(0.5, 0.5, "no points lost anywhere", ha="center", va="center")
+        ax.set_axis_off()
+    ax.set(xlabel="points lost, all submissions together", title="Where the points went (per part)")
     return _png(fig)
 
 

@@ -41,6 +41,7 @@ class CheckResult:
     max_score: float
     feedback: str = ""
     hidden: bool = True
+    blocked_by: tuple = ()         #: not graded: these checks it requires did not pass
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,7 @@ class Report:
         return {
             "score": self.score,
             "max_score": self.max_score,
-            "checks": [{"name": r.name, "group": r.group, "score": round(r.score, 4),
-                        "max_score": round(r.max_score, 4), "status": r.status.value,
-                        "feedback": r.feedback} for r in self.results],
+            "checks": [_check_dict(r) for r in self.results],
             "diagnoses": [{"code": d.code, "message": d.message} for d in self.diagnoses],
             "submission": self.submission,
             "seed": self.seed,
@@ -97,3 +96,12 @@ class Report:
             "facts": [{"name": f.name, "value": f.value, "established_by": f.established_by}
                       for f in self.facts],
         }
+
+
+def _check_dict(r: CheckResult) -> dict:
+    """One check of the JSON; ``blocked_by`` only where the check was held back."""
+    data = {"name": r.name, "group": r.group, "score": round(r.score, 4),
+            "max_score": round(r.max_score, 4), "status": r.status.value, "feedback": r.feedback}
+    if r.blocked_by:
+        data["blocked_by"] = list(r.blocked_by)
+    return data

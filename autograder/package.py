@@ -1,17 +1,26 @@
-"""Bundles for the two places courses grade code: Gradescope and GitHub Classroom.
+"""Bundles for students and for the two places courses grade code: Gradescope and GitHub Classroom.
 
+    python -m autograder package student --output mha-kit/
     python -m autograder package gradescope --output autograder.zip
     python -m autograder package classroom --output mha-template/
 
+``student`` writes the kit students get, built from the build's outputs
+(``python -m assignments.build``): the notebook released as ``nbgrader generate_assignment``
+releases it (:func:`release_notebook`), the stub and the public tests of
+``assignments/stub/``, the README of ``assignments/kit/`` and the requirements (torch,
+numpy, pytest). It holds no hidden check and no solution: :func:`hidden_code_in` refuses
+to write one that does.
+
 ``gradescope`` writes the zip Gradescope's "Configure Autograder" page takes: at its root
 ``setup.sh`` and ``run_autograder`` (from ``assignments/gradescope/``), the grader and the
-reference (``autograder/``, ``solutions/``), the rubric in force, and
-``requirements.txt`` with the dependencies pinned to the versions installed here.
+reference (``autograder/``, ``solutions/``), the rubric in force (its policy for skipped
+checks set by ``--skipped``, "award" by default), and ``requirements.txt`` with the
+dependencies pinned to the versions installed here, checked against PyPI for the Python of
+each image Gradescope builds on (:data:`TARGETS`).
 
-``classroom`` writes the student repository's template: ``assignments/classroom/`` (the
-workflow, its grading script, the student README) plus the stub and public tests of
-``assignments/stub/``, the points of each public test and pinned requirements. It holds
-no hidden check and no solution: :func:`hidden_code_in` refuses to write one that does.
+``classroom`` writes the student repository's template: the student kit plus
+``assignments/classroom/`` (the workflow, its grading script, the Classroom README), the
+points of each public test (:func:`autograder.public.points`) and pinned requirements.
 
 Both read the sources of a checkout of this project, not an installed copy.
 """
@@ -27,20 +36,28 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import nbformat
+
 from . import checks as registry
-from . import scoring
+from . import public, scoring
 
 PROJECT = Path(__file__).resolve().parent.parent
 GRADESCOPE = PROJECT / "assignments" / "gradescope"
 CLASSROOM = PROJECT / "assignments" / "classroom"
 STUB = PROJECT / "assignments" / "stub"
+KIT = PROJECT / "assignments" / "kit"
+NOTEBOOK = PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"   #: nbgrader's source
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+BEGIN_SCHEME, END_SCHEME = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 SOURCES = ("autograder", "solutions")
 SCRIPTS = ("setup.sh", "run_autograder")
 CLASSROOM_NEEDS = ("torch", "numpy", "pytest")     #: what the public tests import
 TOMLI = 'tomli>=2; python_version < "3.11"\n'   #: scoring.py reads the rubric with it there
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)    #: fixed, so the same sources give the same zip
 #: what only the grader has: solution regions, the reference, the hidden suite, the rubric
-HIDDEN_MARKERS = ("### BEGIN SOLUTION", "from solutions", "import solutions",
+HIDDEN_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS",
+                  "END HIDDEN TESTS", "BEGIN MARK SCHEME", "END MARK SCHEME", "from solutions", "import solutions",
                   "from autograder", "import autograder", "@check(", "[points]")
 
 
@@ -48,8 +65,15 @@ class PackageError(Exception):
     """The bundle cannot be made; the message says what to fix."""
 
 
-def gradescope(output, rubric=None) -> dict:
-    """Write Gradescope's autograder zip; returns {"path", "max_score", "files"}."""
+def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool = True) -> dict:
+    """Write Gradescope's autograder zip; returns {"path", "max_score", "files", "pins"}.
+
+    ``skipped``: the bundled rubric's policy for a check that cannot run there (Gradescope
+    has no GPU, so ``device.cuda`` is skipped); "award" keeps every score a whole number,
+    and the student's overview says how it was handled. ``check_pins``: ask the package
+    index (PyPI) whether each pin has a wheel for the Python of every :data:`TARGETS` image,
+    and pin an older version, under a marker, for a Python the installed one does not
+    support; ``pins`` says what was found."""
     chosen = _rubric(rubric)
     files = {name: _require(GRADESCOPE / name).read_bytes() for name in SCRIPTS}
     for package in SOURCES:
@@ -57,11 +81,16 @@ def gradescope(output, rubric=None) -> dict:
             if path.is_file() and path.suffix in (".py", ".toml", ".json") \
                     and "__pycache__" not in path.parts:    # .json: released_cells.json
                 files[path.relative_to(PROJECT).as_posix()] = path.read_bytes()
-    files["autograder/rubric.toml"] = Path(chosen.path).read_bytes()
+    files["autograder/rubric.toml"] = with_skipped_policy(
+        Path(chosen.path).read_text(encoding="utf-8"), skipped).encode()
     unconditional = [d for d in _dependencies() if ";" not in d]     # tomli: TOMLI below
-    files["requirements.txt"] = (requirements([_name(d) for d in unconditional], install_note=(
-        "setup.sh installs torch first, from https://download.pytorch.org/whl/cpu."))
-        + TOMLI).encode()
+    pins = [f"{_name(d)}=={_installed(_name(d))}" for d in unconditional]
+    lines, said = (resolve_for_targets(pins) if check_pins
+                   else (pins, "The pins were not checked against the package index (--no-pin-check)."))
+    files["requirements.txt"] = (
+        "# Pinned by `python -m autograder package` from the grader's environment.\n"
+        "# setup.sh installs torch first, from https://download.pytorch.org/whl/cpu.\n"
+        + "\n".join(lines) + "\n" + TOMLI).encode()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
@@ -73,46 +102,211 @@ def gradescope(output, rubric=None) -> dict:
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, files[name])
     output.write_bytes(buffer.getvalue())
-    return {"path": str(output), "max_score": _total(chosen), "files": sorted(files)}
+    return {"path": str(output), "max_score": _total(chosen), "files": sorted(files), "pins": said}
 
 
-def classroom(output, rubric=None) -> dict:
-    """Write the GitHub Classroom template repository; returns {"path", "max_score", "points"}."""
+def with_skipped_policy(text: str, skipped: str) -> str:
+    """The rubric's TOML with ``[policy] skipped`` set to ``skipped``."""
+    if skipped not in scoring.POLICIES:
+        raise PackageError(f"skipped must be one of {', '.join(scoring.POLICIES)}, not {skipped!r}")
+    line = f'skipped = "{skipped}"   # set by `package gradescope --skipped`'
+    if re.search(r"(?m)^skipped\s*=", text):
+        text = re.sub(r"(?m)^skipped\s*=.*$", line, text, count=1)
+    elif re.search(r"(?m)^\[policy\]\s*$", text):
+        text = re.sub(r"(?m)^\[policy\]\s*$", "[policy]\n" + line, text, count=1)
+    else:
+        text = f"[policy]\n{line}\n\n" + text
+    scoring.tomllib.loads(text)          # still a rubric
+    return text
+
+
+#: the images Gradescope builds on, and the Python their system ``python3`` is
+TARGETS = (("Ubuntu 22.04", "3.10"), ("Ubuntu 24.04", "3.12"))
+
+
+def resolve_for_targets(pins: list[str], targets=TARGETS, *, pip=None,
+                        problems=None) -> tuple[list[str], str]:
+    """(requirement lines, what was found): every pin checked against PyPI for each target
+    Python (wheels only). A pin with no wheel for a target's Python is kept for the others,
+    and the newest version that has one is pinned for that Python under a marker. Raises
+    PackageError where a package has no wheel at all for a target's Python."""
+    replaced: dict[str, dict[str, str]] = {}          # pin -> {python: other version}
+    for image, python in targets:
+        answer = (problems or pin_problems)(pins, python, pip=pip)
+        if answer is None:
+            return pins, ("Could not reach the package index to check the pins for "
+                          + ", ".join(f"Python {v} ({i})" for i, v in targets)
+                          + "; check them before uploading.")
+        for pin, available in answer.items():
+            if not available:
+                raise PackageError(f"{pin} has no wheel for Python {python} ({image}) and no "
+                                   "other version does either; the image would not build")
+            replaced.setdefault(pin, {})[python] = available[-1]
+    lines = []
+    for pin in pins:
+        name = pin.split("==")[0]
+        others = replaced.get(pin, {})
+        if not others:
+            lines.append(pin)
+            continue
+        lines.append(pin + "; " + " and ".join(f'python_version != "{v}"' for v in others))
+        lines += [f'{name}=={version}; python_version == "{v}"' for v, version in others.items()]
+    said = "The pins resolve for " + ", ".join(f"Python {v} ({i})" for i, v in targets)
+    if replaced:
+        said += " (" + "; ".join(f"{pin.split('==')[0]} {version} on Python {v}" for pin, o in
+                                 replaced.items() for v, version in o.items()) + ")"
+    return lines, said + "."
+
+
+def pin_problems(pins: list[str], python: str, *, pip=None) -> dict[str, list[str]] | None:
+    """{pin: the versions that do have a wheel for ``python``, oldest first} for each pin
+    without one; {} when all resolve; None when the index cannot be reached."""
+    ok, _ = _pip_dry_run(pins, python, pip)
+    if ok is None or ok:
+        return None if ok is None else {}
+    problems = {}
+    for pin in pins:
+        ok, text = _pip_dry_run([pin], python, pip)
+        if ok is None:
+            return None
+        if not ok:
+            listed = re.search(r"\(from versions: ([^)]*)\)", text)
+            found = [v.strip() for v in listed.group(1).split(",")] if listed else []
+            problems[pin] = [v for v in found if v and v.lower() != "none" and not
+                             re.search(r"[a-z]", v.split("+")[0])]        # no pre-releases
+    return problems
+
+
+def _pip_dry_run(pins, python: str, pip) -> tuple[bool | None, str]:
+    """Can pip find a wheel of each pin for ``python``? (True/False, or None: unreachable)."""
+    import subprocess
+    import sys
+    import tempfile
+    command = list(pip or (sys.executable, "-m", "pip")) + [
+        "--isolated", "--disable-pip-version-check", "install", "--dry-run", "--ignore-installed",
+        "--no-deps", "--only-binary=:all:", "--python-version", python, "--quiet", "--timeout", "20"]
+    with tempfile.TemporaryDirectory() as target:
+        try:
+            done = subprocess.run(command + ["--target", target, *pins], capture_output=True,
+                                  text=True, timeout=180)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, str(e)
+    text = done.stdout + done.stderr
+    if done.returncode == 0:
+        return True, text
+    if "from versions:" in text or "No matching distribution" in text:
+        return (None if re.search(r"NewConnectionError|Failed to establish|Name or service",
+                                  text) and "from versions: none" in text else False), text
+    return None, text
+
+
+def student(output, rubric=None) -> dict:
+    """Write the student kit: the released notebook, the stub, the public tests, a README
+    and the requirements; returns {"path", "files", "points"}. It holds no reference code,
+    no hidden test and no rubric: :func:`hidden_code_in` refuses to write one that does."""
     chosen = _rubric(rubric)
-    output = Path(output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise PackageError(f"{output} exists and is not an empty folder; choose a new one")
-    _require(CLASSROOM / ".github" / "workflows" / "classroom.yml")
-    stub_files = [STUB / "mha.py", STUB / "test_public.py"]
-    for path in stub_files:
+    output = _new_folder(output)
+    sources = [STUB / "mha.py", STUB / "test_public.py", NOTEBOOK]
+    for path in sources:
         if not path.is_file():
             raise PackageError(f"{path} is missing: run `python -m assignments.build` first")
     points = public_points(STUB / "test_public.py", chosen)
+    output.mkdir(parents=True, exist_ok=True)
+    for path in sources[:2]:
+        shutil.copy2(path, output / path.name)
+    released = release_notebook(nbformat.read(str(NOTEBOOK), as_version=4))
+    (output / NOTEBOOK.name).write_text(nbformat.writes(released) + "\n", encoding="utf-8")
+    shutil.copy2(_require(KIT / "README.md"), output / "README.md")
+    (output / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
+        "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have).")),
+        encoding="utf-8")
+    _refuse_leaks(output, "the kit")
+    return {"path": str(output), "files": sorted(p.relative_to(output).as_posix()
+                                                 for p in output.rglob("*") if p.is_file()),
+            "points": points}
+
+
+def release_notebook(nb):
+    """The notebook students get, as ``nbgrader generate_assignment`` makes it: each solution
+    region replaced by ``raise NotImplementedError()``, each written answer by "YOUR ANSWER
+    HERE", each hidden test region and each mark scheme removed, and no outputs."""
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        if meta.get("solution") and cell.cell_type == "markdown":
+            cell.source = "YOUR ANSWER HERE"
+            continue
+        cell.source = _clear_region(cell.source, BEGIN_HIDDEN, END_HIDDEN, None)
+        cell.source = _clear_region(cell.source, BEGIN_SCHEME, END_SCHEME, None).rstrip("\n")
+        if meta.get("solution"):
+            cell.source = _clear_region(cell.source, BEGIN_SOLUTION, END_SOLUTION,
+                                        ("# YOUR CODE HERE", "raise NotImplementedError()"))
+    return nb
+
+
+def _clear_region(source: str, begin: str, end: str, stub) -> str:
+    """``source`` with every ``begin`` ... ``end`` region (markers included) replaced by the
+    ``stub`` lines at the region's indentation, or removed (``stub`` None)."""
+    kept, inside = [], False
+    for line in source.splitlines():
+        if line.strip() == begin and not inside:
+            inside = True
+            indent = line[:len(line) - len(line.lstrip())]
+            kept += [indent + s for s in (stub or ())]
+        elif line.strip() == end and inside:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    if inside:
+        raise PackageError(f"{NOTEBOOK}: {begin} without {end}")
+    return "\n".join(kept)
+
+
+def classroom(output, rubric=None) -> dict:
+    """Write the GitHub Classroom template repository, built from the student kit plus the
+    workflow; returns {"path", "max_score", "points"}."""
+    output = _new_folder(output)
+    _require(CLASSROOM / ".github" / "workflows" / "classroom.yml")
+    kit = student(output, rubric)
+    points = kit["points"]
     shutil.copytree(CLASSROOM, output, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for path in stub_files:
-        shutil.copy2(path, output / path.name)
     extras = output / ".github" / "classroom"
     (extras / "points.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
     (extras / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
         "The workflow installs torch first, from https://download.pytorch.org/whl/cpu.")),
         encoding="utf-8")
+    _refuse_leaks(output, "the template")
+    return {"path": str(output), "max_score": sum(points.values()), "points": points}
+
+
+def _new_folder(output) -> Path:
+    output = Path(output)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise PackageError(f"{output} exists and is not an empty folder; choose a new one")
+    return output
+
+
+def _refuse_leaks(output: Path, what: str) -> None:
     leaks = hidden_code_in(output)
     if leaks:
         shutil.rmtree(output)
-        raise PackageError("the template would give students grader-only code: " + "; ".join(leaks))
-    return {"path": str(output), "max_score": sum(points.values()), "points": points}
+        raise PackageError(f"{what} would give students grader-only code: " + "; ".join(leaks))
 
 
 def public_points(tests: Path, rubric: scoring.Rubric) -> dict[str, float]:
     """{"test_<api>": points}: each public test is worth the rubric points of the public
-    checks of its function (``<api>.*`` with ``hidden=False``), 0 where it has none."""
+    checks of its function (:func:`autograder.public.points`). A public check whose function
+    has no public test is refused: students could not see what it checks."""
     names = [node.name for node in ast.parse(tests.read_text(encoding="utf-8")).body
              if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
-    public = [c for c in registry.load_all().values() if not c.hidden and rubric.enabled(c.name)]
-    return {name: float(sum(rubric.points[c.name] for c in public
-                            if c.name.split(".")[0] == name.removeprefix("test_")))
-            for name in names}
+    per_api = public.points(rubric)
+    untested = [api for api, value in per_api.items() if value > 0 and f"test_{api}" not in names]
+    if untested:
+        raise PackageError(f"{tests} has no test for {', '.join(untested)}, whose public checks "
+                           f"are worth points: run `python -m assignments.build`")
+    return {name: per_api.get(name.removeprefix("test_"), 0.0) for name in names}
 
 
 def requirements(names, *, install_note: str) -> str:

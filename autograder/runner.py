@@ -28,17 +28,17 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 def run_check(check: Check, probe, points: float, passed: set[str], has_cuda: bool) -> CheckResult:
-    def result(status: Status, feedback: str = "") -> CheckResult:
+    def result(status: Status, feedback: str = "", blocked_by=()) -> CheckResult:
         earned = points if status is Status.PASSED else 0.0
         return CheckResult(check.name, check.group, status, earned, points,
-                           sanitize(feedback, FEEDBACK_LIMIT), check.hidden)
+                           sanitize(feedback, FEEDBACK_LIMIT), check.hidden, tuple(blocked_by))
 
     if "cuda" in check.needs and not has_cuda:
         return result(Status.SKIPPED, "skipped: the grading machine has no CUDA device")
     missing = [r for r in check.requires if r not in passed]
     if missing:
         return result(Status.FAILED, f"not graded until {', '.join(missing)} passes: this check "
-                      "only counts for an implementation that otherwise works")
+                      "only counts for an implementation that otherwise works", blocked_by=missing)
     try:
         check.body(probe)
     except CheckFailed as e:

@@ -126,8 +126,8 @@ def test_report_renders_with_real_pngs(graded, tmp_path):
     page = (tmp_path / "index.html").read_text()
     embedded = [base64.b64decode(m) for m in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)]
     files = {p.name: p.read_bytes() for p in tmp_path.glob("*.png")}
-    assert set(files) == {"scores.png", "checks.png", "diagnoses.png", "attention.png"}
-    assert len(embedded) == 4 and set(embedded) == set(files.values())
+    assert set(files) == {"scores.png", "checks.png", "parts.png", "diagnoses.png", "attention.png"}
+    assert len(embedded) == 5 and set(embedded) == set(files.values())
     assert all(png.startswith(PNG) and b"IHDR" in png[:16] and png.endswith(b"IEND\xaeB`\x82")
                for png in embedded)
     assert "every head differs" in page and "Attention maps of correct" in page

@@ -225,7 +225,10 @@ def test_release_holds_no_solution_and_no_hidden_test(course):
         assert secret not in text, secret
     nb = nbformat.read(release / "mha.ipynb", as_version=4)
     hidden = [cell for cell in nb.cells if grade_id(cell).startswith(parts.HIDDEN)]
-    assert len(hidden) == len(parts.PARTS) and all(cell.source.startswith("# Hidden tests of") for cell in hidden)
+    from autograder import public, scoring
+    rubric = scoring.load_rubric()      # a part whose checks are all public has no hidden cell
+    with_hidden = [p for p, v in parts.points(rubric).items() if v > public.points(rubric).get(p, 0)]
+    assert len(hidden) == len(with_hidden) and all(cell.source.startswith("# Hidden tests of") for cell in hidden)
 
 
 def test_feedback_shows_the_autograders_words_and_no_hidden_test(course):
@@ -248,7 +251,7 @@ def test_audit_lists_the_students_whose_gradebook_score_differs(course, tmp_path
     shutil.copy(db, saved)
     try:
         with Gradebook(f"sqlite:///{db}", "mha") as gb:
-            grade = gb.find_grade("hidden_split_heads", "mha", "mha", "mistake")
+            grade = gb.find_grade("test_split_heads", "mha", "mha", "mistake")   # split_heads: all public
             grade.auto_score = grade.max_score
             gb.db.commit()
         done = run(["autograder", "audit", str(course["root"]), "--format", "json"], ROOT)
@@ -258,7 +261,7 @@ def test_audit_lists_the_students_whose_gradebook_score_differs(course, tmp_path
     assert audit["seed"] == int(SEED) and len(audit["submissions"]) == len(STUDENTS)
     assert [d["student"] for d in audit["differences"]] == ["mistake"]
     cells = audit["differences"][0]["cells"]
-    assert [c["cell"] for c in cells] == ["hidden_split_heads"]
+    assert [c["cell"] for c in cells] == ["test_split_heads"]
 
 
 def test_nbgrader_says_only_what_matters_and_the_feedback_opens_with_the_work(course):

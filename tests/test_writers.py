@@ -91,13 +91,39 @@ def test_gradescope_hides_hidden_checks_until_published(mixed):
         assert tests[name]["visibility"] == "after_published"
 
 
-def test_gradescope_keeps_diagnoses_of_hidden_failures_until_published(mixed):
-    """When a hidden check failed, do the diagnoses wait for publication too?"""
-    data = json.loads(gradescope.render(mixed))
-    assert "split.no-transpose" not in data["output"]
-    info = [t for t in data["tests"] if t["name"] == "Recognised mistakes"]
-    assert len(info) == 1 and info[0]["visibility"] == "after_published"
-    assert info[0]["max_score"] == 0 and "split.no-transpose" in info[0]["output"]
+def test_gradescope_shows_public_evidence_at_once_and_keeps_hidden_evidence(mixed):
+    """When a hidden check failed too, is a diagnosis whose mistake shows in a failed public
+    check shown at once (under that test, and in the overview), while one that only hidden
+    checks show waits for publication?"""
+    report = make_report(
+        result("split_heads.values", "failed", 0.0, 6.0, "head 1 got head 0's columns",
+               hidden=False, group="split"),                   # the checks' real group
+        *mixed.results[1:], diagnoses=[
+        Diagnosis("split.no-transpose", "reshape to (b, n, h, p), then transpose(1, 2)"),
+        Diagnosis("cost.flops", "the work grows with num_heads more than it should")],
+        notes=mixed.notes)
+    data = json.loads(gradescope.render(report))
+    tests = {t["name"]: t for t in data["tests"]}
+    split = tests["split_heads.values"]
+    assert split["visibility"] == "visible"
+    assert split["output"].startswith("head 1 got head 0's columns")
+    assert "[split.no-transpose] reshape to (b, n, h, p), then transpose(1, 2)" in split["output"]
+    assert "[split.no-transpose]" in data["output"]
+    assert "cost.flops" not in data["output"] and "cost.flops" not in split["output"]
+    info = tests["Recognised mistakes"]
+    assert info["visibility"] == "after_published" and info["max_score"] == 0
+    assert "cost.flops" in info["output"] and "split.no-transpose" not in info["output"]
+    assert problems(data) == []
+
+
+def test_gradescope_says_how_a_skipped_check_was_handled():
+    """Does the overview say that device.cuda did not run, and what its points became?"""
+    for score, said in ((2.0, "its points were awarded"), (0.0, "it earned 0 of 2 points")):
+        report = make_report(result("device.cuda", "skipped", score, 2.0,
+                                    "skipped: the grading machine has no CUDA device"))
+        output = json.loads(gradescope.render(report))["output"]
+        assert "device.cuda did not run here (skipped: the grading machine has no CUDA device)" in output
+        assert said in output
 
 
 def test_gradescope_shows_diagnoses_of_public_failures_at_once():

@@ -21,7 +21,8 @@ fi
 python3 -m venv "$ROOT/venv"
 PY="$ROOT/venv/bin/python"
 "$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q --index-url "$CPU_INDEX" "$(grep -E '^torch==' "$SOURCE/requirements.txt")"
+# -r, not the line itself: a pin may carry a python_version marker (see requirements.txt).
+"$PY" -m pip install -q --index-url "$CPU_INDEX" -r <(grep -E '^torch==' "$SOURCE/requirements.txt")
 "$PY" -m pip install -q -r "$SOURCE/requirements.txt"
 # Fail the image build here rather than the first student's submission.
 cd "$SOURCE" && PYTHONPATH="$SOURCE" "$PY" -m autograder checks >/dev/null

@@ -124,7 +124,7 @@ def head_weight_shape_values(p: Probe) -> None:
                             what=f"head_weight_shape(d={d}, d_total={d_total}, num_heads={h})")
 
 
-@check("head_weight_shape.raises", group="shape", instruments=["exception"])
+@check("head_weight_shape.raises", group="shape", hidden=False, instruments=["exception"])
 def head_weight_shape_raises(p: Probe) -> None:
     """Impossible head counts raise ValueError, not an assert (graded once the function returns
     for a possible one, right or not)."""
@@ -143,7 +143,7 @@ def project_values(p: Probe) -> None:
     compare_cases(p, "project", "project", cases.project_cases(p.generator("project")))
 
 
-@check("project_heads.values", group="project")
+@check("project_heads.values", group="project", hidden=False)
 def project_heads_values(p: Probe) -> None:
     """project_heads gives (batch, heads, n, p), head j from W_heads[j] only."""
     compare_cases(p, "project_heads", "project",
@@ -156,7 +156,7 @@ def split_heads_values(p: Probe) -> None:
     compare_cases(p, "split_heads", "split", cases.split_cases(p.generator("split")))
 
 
-@check("split_heads.raises", group="split", instruments=["exception"])
+@check("split_heads.raises", group="split", hidden=False, instruments=["exception"])
 def split_heads_raises(p: Probe) -> None:
     """split_heads raises ValueError when the width is not divisible by num_heads (graded once
     it returns for a divisible width, right or not)."""
@@ -182,7 +182,7 @@ def masked_softmax_values(p: Probe) -> None:
                   cases.softmax_cases(p.generator("softmax"), masked=False))
 
 
-@check("masked_softmax.masked", group="softmax")
+@check("masked_softmax.masked", group="softmax", hidden=False)
 def masked_softmax_masked(p: Probe) -> None:
     """Keys at positions >= valid length get weight 0; length 0 gives zeros, never NaN."""
     compare_cases(p, "masked_softmax", "softmax",
@@ -195,7 +195,7 @@ def attention_pool_values(p: Probe) -> None:
     compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool"), masked=False))
 
 
-@check("attention_pool.masked", group="pool")
+@check("attention_pool.masked", group="pool", hidden=False)
 def attention_pool_masked(p: Probe) -> None:
     """attention_pool honours valid_lens, broadcast over the head axis."""
     compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool.masked"), masked=True))

@@ -110,7 +110,7 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
-@check("MultiHeadAttention.raises", group="mha", instruments=["exception"])
+@check("MultiHeadAttention.raises", group="mha", hidden=False, instruments=["exception"])
 def mha_raises(p: Probe) -> None:
     """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (graded once
     MultiHeadAttention(8, 2) builds)."""
@@ -143,7 +143,7 @@ def mha_values(p: Probe) -> None:
         compare_runs(p, c, runs, student, ref)
 
 
-@check("MultiHeadAttention.masked", group="mha")
+@check("MultiHeadAttention.masked", group="mha", hidden=False)
 def mha_masked(p: Probe) -> None:
     """valid_lens of shape (batch,) and (batch, n_q), lengths 0 and full included."""
     gen = p.generator("mha.masked")

@@ -6,9 +6,11 @@ Fields follow Gradescope's autograder specification ("Output format"): at the to
 ``status``, ``output``, ``output_format``, ``tags`` and ``visibility``.
 
 What a student sees before grades are published: the public checks (name, points,
-feedback) and the overview (public points, notes about their file). What waits for
-publication (``after_published``): every hidden check, and the diagnoses whenever a hidden
-check failed, since they would tell what the hidden checks found. Gradescope itself hides
+feedback) and the overview (public points, notes about their file). A diagnosis whose kind
+of mistake shows in a failed public check (``parts.AREAS``) is shown at once, under the
+first such test and in the overview: its evidence is public. What waits for publication
+(``after_published``): every hidden check, and the other diagnoses whenever a hidden check
+failed, since they would tell what the hidden checks found. Gradescope itself hides
 the total score while any test is not yet visible. Notes about the grader's own isolation
 go to a ``hidden`` test that only instructors ever see; the student-facing text never
 mentions how the sandbox is set up.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 
+from ..parts import AREAS
 from .clean import clean
 
 VISIBLE, AFTER_PUBLISHED, HIDDEN = "visible", "after_published", "hidden"
@@ -36,17 +39,21 @@ def results(report) -> dict:
     for_student = [n for n in report.notes if not _for_instructor(n)]
     for_instructor = [n for n in report.notes if _for_instructor(n)]
     numbers = _numbers(report.results)
-    tests = [_test(r, number) for r, number in zip(report.results, numbers)]
+    placed = public_diagnoses(report)
+    shown = [d for ds in placed.values() for d in ds]
+    waiting = [d for d in report.diagnoses if d not in shown]
+    tests = [_test(r, number, placed.get(r.name, ())) for r, number in zip(report.results, numbers)]
     extra = len({n.split(".")[0] for n in numbers}) + 1
-    if report.diagnoses and hidden_failed:
-        tests.append(_info("Recognised mistakes", _diagnoses(report.diagnoses),
+    if waiting and hidden_failed:
+        tests.append(_info("Recognised mistakes", _diagnoses(waiting),
                            AFTER_PUBLISHED, str(extra)))
     if for_instructor:
         tests.append(_info("Grader notes (instructors only)", _bullets(for_instructor),
                            HIDDEN, str(extra + 1)))
     return {
         "score": report.score,
-        "output": _overview(report, for_student, show_diagnoses=not hidden_failed),
+        "output": _overview(report, for_student,
+                            diagnoses=list(report.diagnoses) if not hidden_failed else shown),
         "output_format": FORMAT,
         "test_output_format": FORMAT,
         "test_name_format": FORMAT,
@@ -59,12 +66,28 @@ def results(report) -> dict:
     }
 
 
-def _test(r, number: str) -> dict:
+def public_diagnoses(report) -> dict[str, list]:
+    """{public check name: the diagnoses shown under it}: each diagnosis goes to the first
+    failed public check of a group where its kind of mistake shows; the others are absent."""
+    failed_public = [r for r in report.results if not r.hidden and r.status.value in _FAILING]
+    placed: dict[str, list] = {}
+    for d in report.diagnoses:
+        groups = AREAS.get(d.code.split(".")[0], ())
+        target = next((r.name for r in failed_public if r.group in groups), None)
+        if target is not None:
+            placed.setdefault(target, []).append(d)
+    return placed
+
+
+def _test(r, number: str, diagnoses=()) -> dict:
     test = {"name": clean(r.name), "number": number, "score": round(r.score, 4),
             "max_score": round(r.max_score, 4)}
     if r.status.value in STATUS:
         test["status"] = STATUS[r.status.value]
-    test.update({"output": clean(r.feedback), "output_format": FORMAT, "tags": [clean(r.group)],
+    output = clean(r.feedback)
+    if diagnoses:
+        output += "\n\nRecognised mistake:\n" + _diagnoses(diagnoses)
+    test.update({"output": output, "output_format": FORMAT, "tags": [clean(r.group)],
                  "visibility": AFTER_PUBLISHED if r.hidden else VISIBLE})
     return test
 
@@ -88,7 +111,7 @@ def _numbers(results) -> list[str]:
     return numbers
 
 
-def _overview(report, notes: list[str], *, show_diagnoses: bool) -> str:
+def _overview(report, notes: list[str], *, diagnoses: list) -> str:
     public = [r for r in report.results if not r.hidden]
     hidden = len(report.results) - len(public)
     lines = [f"{clean(report.submission)}: graded by the multi-head attention autograder "
@@ -99,8 +122,14 @@ def _overview(report, notes: list[str], *, show_diagnoses: bool) -> str:
         lines.append(f"Public checks: {earned:g} / {possible:g} points.")
     if hidden:
         lines.append(f"{hidden} hidden check(s): their results appear when grades are published.")
-    if show_diagnoses and report.diagnoses:
-        lines += ["", "Recognised mistakes:", _diagnoses(report.diagnoses)]
+    for r in report.results:
+        if r.status.value == "skipped":
+            handled = ("its points were awarded" if r.score >= r.max_score > 0 else
+                       "its points were shared out over the other checks" if r.max_score <= 0 else
+                       f"it earned {r.score:g} of {r.max_score:g} points")
+            lines.append(f"{clean(r.name)} did not run here ({clean(r.feedback)}); {handled}.")
+    if diagnoses:
+        lines += ["", "Recognised mistakes:", _diagnoses(diagnoses)]
     if notes:
         lines += ["", "Notes:", _bullets(notes)]
     return "\n".join(lines)
