@@ -40,6 +40,14 @@ def note(result: CheckResult, carried: set[str]) -> CheckResult:
         f"{names} (whose own checks are charged for it; error carried forward)"))
 
 
+def graded_given(result: CheckResult, carried: set[str]) -> CheckResult:
+    """A check the wrong parts held back, graded with them answered by the reference: what it
+    finds then is the check's own."""
+    names = ", ".join(sorted(carried))
+    return replace(result, feedback=f"graded with a correct {names} in place of yours: "
+                   + result.feedback)
+
+
 def answer(question, allowed: set[str]) -> dict:
     """The reference's answer to one call of a carried part, or why there is none."""
     try:
