@@ -167,7 +167,7 @@ def feedback_markdown(result: dict) -> str:
     lines += ["| check | outcome | points | what the grader saw |", "|---|---|---|---|"]
     for c in result.get("checks", []):
         status = status_of(c)
-        said = "" if status == "passed" else _md(c.get("feedback", ""))
+        said = _md(c.get("feedback", ""))     # a passed check has some when carried forward
         lines.append(f"| `{c['name']}` | {MARKS.get(status, status)} | "
                      f"{c.get('score', 0):g} / {c.get('max_score', 0):g} | {said} |")
     if result.get("diagnoses"):
