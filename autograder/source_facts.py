@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import submission
+
 #: torch's built-in attention, forbidden by the assignment (by attribute name).
 FORBIDDEN = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward",
              "_native_multi_head_attention", "flash_attention", "efficient_attention")
@@ -120,16 +122,17 @@ def read(source: bytes | str, trusted: dict[str, str] | None = None) -> SourceFa
         if trusted and label is not None and trusted.get(label) == block:
             continue
         try:
-            tree = ast.parse(block)
+            tree = submission.parse(block)      # one thread at a time (batch)
             ast.increment_lineno(tree, start)
             for parent in ast.walk(tree):
                 for child in ast.iter_child_nodes(parent):
                     child.parent = parent
             reader.visit(tree)
-        except (SyntaxError, ValueError, MemoryError):
-            continue
-        except RecursionError:      # nested past Python's limit: no attention module is
-            reader.note("tampering", start + 1, "code nested too deeply for the grader to read")
+        except (SyntaxError, ValueError):
+            continue                # does not compile: it never runs
+        except Exception:           # nested past Python's limit, or any other refusal: code
+            reader.note("tampering", start + 1,        # the grader cannot read is not trusted
+                        "code the grader could not read (nested too deeply?)")
     return SourceFacts(forbidden=tuple(reader.found["forbidden"]),
                        tampering=tuple(reader.found["tampering"]))
 
@@ -169,7 +172,6 @@ def cells_of_notebook(text: str) -> dict[str, str]:
     """What ``trusted_cells`` holds, from a notebook's JSON text: each setup cell as the grader
     reads it (``submission.load``), by label."""
     import tempfile
-    from . import submission
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "mha.ipynb"
         path.write_text(text, encoding="utf-8")

@@ -34,7 +34,7 @@ from nbformat.v4 import new_code_cell, new_output
 
 pytest.importorskip("nbgrader")
 
-from autograder import integrity  # noqa: E402
+from autograder import integrity, scoring  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -329,7 +329,9 @@ def test_nothing_the_submissions_did_changed_a_file_or_a_score(attacked):
     assert attacked["planted_pth"] == []
     assert "pwned" not in attacked["tables"]
     scores = attacked["scores"]
-    assert autograded_total(scores["correct"]) == pytest.approx(100.0, abs=1e-3)
+    questions = sum(v for k, v in scoring.load_rubric().points.items()
+                    if k.startswith("questions."))              # a notebook's numeric questions
+    assert autograded_total(scores["correct"]) == pytest.approx(100.0 + questions, abs=1e-3)
     for student in ("stub", "planter", "pth", "leak", "marker", "forger"):
         assert autograded_total(scores[student]) == pytest.approx(0.0, abs=1e-3), student
     assert "Execute" not in attacked["log"] and "Executing notebook" not in attacked["log"]
@@ -404,7 +406,7 @@ def test_markers_in_student_text_do_not_stop_the_feedback(attacked):
     assert "my notes: nothing hidden here" in plain
     assert MARKED_TEXT.split(":")[0] in plain
     assert "### BEGIN HIDDEN TESTS (my notes" in plain        # reads as written
-    assert "split_heads.raises (2)" not in text and "proves nothing" not in text
+    assert "this cell proves nothing, so it scores nothing" not in text   # hidden source cut
 
 
 def integrity_break() -> str:

@@ -21,19 +21,30 @@ def diagnose(probe, results) -> list[Diagnosis]:
     """The mistakes the submission's behaviour shows. One that passes every check it could
     run shows none but what its source shows, and is not probed further (the mutants'
     forwards cost the most here)."""
-    from . import structure, values  # noqa: F401  (registers)
+    from . import compose, structure, values  # noqa: F401  (registers)
     clean = all(r.status in (Status.PASSED, Status.SKIPPED) for r in results)
     by_name = {r.name: r for r in results}
+    forced = set() if clean else _attempt(probe, "the combinations", compose.explained,
+                                          frozenset())
     found = []
     for code, fn in DIAGNOSES:
         if clean and code not in FROM_SOURCE:
             continue
-        try:
-            message = fn(probe, by_name)
-        except StudentError:
-            message = None
-        except Exception as e:   # noqa: BLE001 — judging the submission's data never crashes
-            message = grader_fault(probe, f"diagnosis {code}", e, "it was not made") and None
+        message = _attempt(probe, f"diagnosis {code}", lambda p: fn(p, by_name), None)
+        if not message and code in forced:      # several mistakes: the combination says it
+            message = values.MESSAGES.get(code)
         if message:
             found.append(Diagnosis(code, message))
     return found
+
+
+def _attempt(probe, what: str, make, otherwise):
+    """make(probe); a StudentError or any exception judging the submission's data gives
+    ``otherwise`` (the latter noted for the instructor): a diagnosis never crashes grading."""
+    try:
+        return make(probe)
+    except StudentError:
+        return otherwise
+    except Exception as e:   # noqa: BLE001 — judging the submission's data never crashes
+        grader_fault(probe, what, e, "it was not made")
+        return otherwise

@@ -112,13 +112,13 @@ def function_or_forward(fn, mistake, **module_mistake):
     return decide
 
 
+#: code -> message of each value diagnosis (``diagnose`` names a code ``compose`` forces too)
+MESSAGES: dict[str, str] = {}
+
+
 def register(code, message, decide):
-    """A diagnosis: its own rule, or the code is forced by the smallest combination of
-    mistakes that explains the submission (``compose``, for code with several mistakes)."""
-    def diagnose(probe, results):
-        from .compose import explained
-        return message if decide(probe, results) or code in explained(probe) else None
-    diagnosis(code)(diagnose)
+    MESSAGES[code] = message
+    diagnosis(code)(lambda probe, results: message if decide(probe, results) else None)
 
 
 # ---- head layout ---------------------------------------------------------------------
