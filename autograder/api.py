@@ -84,8 +84,7 @@ class Grader:
         try:
             probe = self._probe(sub, sandbox, seed, variant)
             probe.observations["source"] = facts
-            # a check the rubric disables (or --public-only leaves out) holds back nothing
-            results, passed = [], {c for c in self.checks} - {c.name for c in self.selected()}
+            results, passed = [], self._ungated()
             # The numeric questions are the notebook's: a .py module is not asked them.
             asked = sub.name.endswith(".ipynb")
             for check in self.selected():
@@ -125,9 +124,9 @@ class Grader:
 
     def _carry_forward(self, sub, sandbox, seed, variant, facts, results, seen: dict) -> list:
         """The failed checks graded again with the wrong parts answered by the reference
-        (error carried forward): what passes then lost points only through those parts. The
-        module's runs graded so go to ``seen["carried_mha"]`` (its own mistakes, alone, for
-        the diagnoses), whatever the rubric then does with the points."""
+        (error carried forward): what passes then lost points only through those parts. What
+        the pass saw goes to ``seen["carried"]`` (the module's own mistakes, alone, for the
+        diagnoses), whatever the rubric then does with the points."""
         wrong = carry.wrong_parts(results)
         by_name = {r.name: r for r in results}
         redo = [c for c in self.selected() if c.name in by_name
@@ -137,8 +136,7 @@ class Grader:
             return results
         probe = self._probe(sub, sandbox, seed, variant, carried=True)
         probe.observations["source"] = facts
-        passed = {r.name for r in results if r.status is Status.PASSED} | (
-            set(self.checks) - {c.name for c in self.selected()})
+        passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated()
         for check in redo:
             parts = carry.parts_for(check.name, wrong)
             probe.observations.update(current=check.name, carry=parts)
@@ -147,9 +145,13 @@ class Grader:
                 by_name[check.name] = carry.note(again, parts)
             elif by_name[check.name].blocked_by and not again.blocked_by:
                 by_name[check.name] = carry.graded_given(again, parts)  # its own failure now
-        seen["carried_mha"] = probe.observations.get("mha", [])
         seen["carried"] = probe.observations
         return [by_name[r.name] for r in results]
+
+    def _ungated(self) -> set[str]:
+        """The checks that hold back nothing: those the rubric disables or --public-only
+        leaves out (they never run, so they never pass)."""
+        return set(self.checks) - {c.name for c in self.selected()}
 
     def _trusted_cells(self) -> dict:
         """The released notebook's own setup cells (imports, test helpers), read once."""

@@ -92,7 +92,7 @@ def _module(probe, function_codes: set) -> set:
         for switch in MODULE.get(code, [])[:1]:
             base.update(switch)
     plain = probe.observations.get("mha", [])
-    carried = probe.observations.get("carried_mha", [])
+    carried = probe.observations.get("carried", {}).get("mha", [])
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
         if not observed:
             continue

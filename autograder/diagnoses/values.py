@@ -80,7 +80,7 @@ def forward_behaves_like(probe, **mistake) -> bool:
     in place of the student's wrong ones (``carried``: its own mistakes, alone)."""
     return any(_forward_like(observed, **mistake)
                for observed in (probe.observations.get("mha", []),
-                                probe.observations.get("carried_mha", [])))
+                                probe.observations.get("carried", {}).get("mha", [])))
 
 
 def _forward_like(observed, **mistake) -> bool:
