@@ -17,7 +17,7 @@ import functools
 import itertools
 
 from . import mutants as m
-from .values import MASK_MISTAKES, _forward_like, behaves_like, calls
+from .values import MASK_MISTAKES, _close, _forward_like, behaves_like, calls
 
 #: Module-level mistakes as switches of ``mutants.simulate`` (alternatives for one code).
 MODULE: dict[str, list[dict]] = {
@@ -94,12 +94,28 @@ def _module(probe, function_codes: set) -> set:
     plain = probe.observations.get("mha", [])
     carried = probe.observations.get("carried", {}).get("mha", [])
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
-        if not observed:
-            continue
+        if not observed or _all_like(observed, start):
+            continue                   # nothing of the module's own is left to explain here
         found = _combinations(observed, start)
         if found:
             return found
     return set()
+
+
+def _all_like(observed, switch: dict) -> bool:
+    """Every forward as ``simulate(**switch)`` gives it (no switch: the reference's output)."""
+    for config, runs, student, ref in observed:
+        state = ref.get("state")
+        for run, s, r in zip(runs, student["runs"], ref["runs"]):
+            if run.get("train"):
+                continue
+            try:
+                out = m.simulate(state, config.num_heads, run, **switch)[0] if switch else r["out"]
+            except Exception:
+                return False
+            if state is None or not _close(s["out"], out):
+                return False
+    return True
 
 
 def _combinations(observed, start: dict) -> set:
