@@ -156,3 +156,18 @@ def test_usage_errors_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(REFERENCE),
                            "--format", "xml"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
+
+
+def test_the_checks_come_in_one_order_whatever_was_imported_first():
+    """A module of checks imported early (a test, a plugin) must not reorder the report's
+    checks: batch's workers and the local run list them alike."""
+    code = ("import sys; sys.path.insert(0, {root!r})\n"
+            "from autograder.checks import {first}\n"
+            "from autograder import checks\n"
+            "print(','.join(checks.load_all()))")
+    root = str(Path(__file__).resolve().parent.parent)
+    orders = {subprocess.run([sys.executable, "-c", code.format(root=root, first=first)],
+                             capture_output=True, text=True, check=True).stdout
+              for first in ("questions", "structure", "functions")}
+    assert len(orders) == 1, orders
+    assert next(iter(orders)).startswith("head_weight_shape.values,")

@@ -110,7 +110,16 @@ def _stable_hash(text: str) -> int:
     return value
 
 
+#: The modules of checks, in the order reports list their checks.
+MODULES = ("functions", "module", "structure", "questions")
+
+
 def load_all() -> dict[str, Check]:
-    """Import every module of checks so their decorators run."""
+    """Import every module of checks so their decorators run; the checks in a fixed order
+    (module, then place in it), whichever module some other import loaded first."""
     from . import functions, module, questions, structure  # noqa: F401
-    return REGISTRY
+
+    def place(c: Check):
+        return (MODULES.index(c.body.__module__.rsplit(".", 1)[-1]),
+                c.body.__code__.co_firstlineno)
+    return dict(sorted(REGISTRY.items(), key=lambda item: place(item[1])))
