@@ -17,12 +17,10 @@ import threading
 import time
 
 from . import protocol, results
+from .probes import ASK_LIMIT  # questions the sandbox may ask during one probe
 from .spawn import GraderError, Zygote  # noqa: F401  (re-exported: callers import them here)
 
 OUTPUT_HEAD, OUTPUT_TAIL = 64 << 10, 16 << 10
-
-
-ASK_LIMIT = 512          #: questions the sandbox may ask during one probe (probes.ASK_LIMIT)
 
 
 class StudentError(Exception):
