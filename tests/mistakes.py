@@ -22,6 +22,7 @@ POOL_SCORES = "    scores = Q @ K.transpose(-2, -1) / math.sqrt(p)           # (
 FWD_SCORES = "        scores = Q @ K.transpose(-2, -1) / math.sqrt(self.head_dim)  # (batch, M, n_q, n_k)"
 FWD_OUT = "        return self.W_o(concat_heads(heads))                  # (batch, n_q, d_model)"
 
+#: code (or code/variant, one more way to write it) -> the patches that make it
 MISTAKES: dict[str, list[tuple[str, str]]] = {
     "split.no-transpose": [(SPLIT_OK, "    return X.reshape(X.shape[0], num_heads, X.shape[1], p)")],
     "split.wrong-head-order": [(SPLIT_OK, "    return torch.stack([X[..., j::num_heads] for j in "
@@ -67,6 +68,15 @@ MISTAKES: dict[str, list[tuple[str, str]]] = {
         ("    if lens.dim() == 1:\n        lens = lens.reshape(-1, *(1,) * (scores.dim() - 1))   # (batch, 1.., 1)",
          "    if lens.dim() == 1:\n        rows = scores[0, ..., 0].numel()\n"
          "        lens = lens.repeat(rows).reshape(*scores.shape[:-1], 1)")],
+    # D2L's layout: the heads folded into the batch, the lengths copied with .repeat(heads)
+    "mask.repeat-not-interleave/folded": [
+        (FWD_SCORES + "\n        weights = masked_softmax(scores, valid_lens)",
+         "        batch, M = Q.shape[:2]\n"
+         "        Q, K = (X.reshape(batch * M, *X.shape[2:]) for X in (Q, K))\n"
+         "        lens = None if valid_lens is None else valid_lens.repeat(\n"
+         "            M, *(1,) * (valid_lens.dim() - 1))\n"
+         "        scores = torch.bmm(Q, K.transpose(1, 2)) / math.sqrt(self.head_dim)\n"
+         "        weights = masked_softmax(scores, lens).reshape(batch, M, *scores.shape[1:])")],
     "shape.head-weight-full-width": [("    return (d, d_total // num_heads)", "    return (d, d_total)")],
     "shape.no-valueerror": [("    if d_total % num_heads != 0:\n        raise ValueError(",
                              "    if d_total % num_heads != 0:\n        raise RuntimeError(")],
@@ -91,6 +101,6 @@ def source(code: str) -> str:
 
 
 def write(code: str, folder: Path) -> Path:
-    path = folder / (re.sub(r"[.-]", "_", code) + ".py")
+    path = folder / (re.sub(r"[./-]", "_", code) + ".py")
     path.write_text(source(code))
     return path

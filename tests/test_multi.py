@@ -76,15 +76,7 @@ def test_no_code_that_the_file_does_not_hold(grade, path):
     assert codes(grade(path)) <= expected, sorted(codes(grade(path)) - expected)
 
 
-#: Files whose codes the diagnoses do not all find yet, and why (strict: a fix is noticed).
-NOT_YET = {"d2l_bmm_repeat_aliased": "D2L's lengths repeated per head inside a forward that "
-                                     "folds the heads into the batch, with W_q = W_k = W_v: the "
-                                     "module simulation has no such fold"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason=NOT_YET[p.stem])) if p.stem in NOT_YET else p for p in BUGGY],
-    ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.stem)
 def test_every_file_gets_exactly_its_codes(grade, path):
     """Does each file with several mistakes get each of its codes, and no other?"""
     expected, _ = multi_report.header(path)

@@ -34,6 +34,8 @@ MODULE: dict[str, list[dict]] = {
     "pool.softmax-wrong-axis": [{"dim": -2}, {"dim": 1}],
     **{f"mask.{name}": [{"mask": name}] for name in MASK_MISTAKES},
 }
+#: the lengths copied with .repeat for heads folded into the batch (D2L's layout)
+MODULE["mask.repeat-not-interleave"].append({"mask": "repeat-per-head"})
 
 
 #: The softmax's axis: the key axis (right), the query axis, or a fixed axis 1 (the 3-D

@@ -27,6 +27,16 @@ def key_mask(scores, valid_lens):
     return torch.arange(scores.shape[-1]) < _lens(scores, valid_lens)
 
 
+def _lens_repeated_per_head(scores, valid_lens):
+    """Heads folded into the batch ((batch·heads) rows, head fastest) with the lengths copied
+    by ``.repeat(heads)``: row b·heads + j takes example (b·heads + j) mod batch's lengths."""
+    batch, heads = scores.shape[:2]
+    rows = (torch.arange(batch * heads) % batch).reshape(batch, heads)
+    lens = valid_lens[rows]                                   # (batch, heads[, n_q])
+    return lens.reshape(batch, heads, *(1,) * (scores.dim() - 3 - (valid_lens.dim() - 1)),
+                        *valid_lens.shape[1:], 1)
+
+
 def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
     if valid_lens is None:
         return torch.softmax(scores, dim=dim)
@@ -41,6 +51,8 @@ def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
         else:
             lens = valid_lens.repeat(math.prod(shape[1:-2]), 1).reshape(*shape[:-1], 1)
         keep = torch.arange(shape[-1]) < lens
+    elif mistake == "repeat-per-head":
+        keep = torch.arange(scores.shape[-1]) < _lens_repeated_per_head(scores, valid_lens)
     if mistake == "ignores-valid-lens":
         return torch.softmax(scores, dim=dim)
     if mistake == "zero-len-nan":
