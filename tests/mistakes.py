@@ -62,6 +62,9 @@ MISTAKES: dict[str, list[tuple[str, str]]] = {
     "mask.ignores-valid-lens": [("        weights = masked_softmax(scores, valid_lens)\n        self.attention_weights",
                                  "        weights = masked_softmax(scores)\n        self.attention_weights")],
     "mask.zero-len-nan": [(FILL_OK, "    return torch.softmax(torch.where(keep, scores, float('-inf')), dim=-1)")],
+    # the 0/0 cleaned after the softmax: the forward is right, its gradients are NaN
+    "mask.zero-len-nan/cleaned": [(FILL_OK, "    penalty = torch.zeros_like(scores).masked_fill(~keep, -math.inf)\n"
+                                            "    return torch.softmax(scores + penalty, dim=-1).nan_to_num(0.0)")],
     "mask.zero-len-uniform": [(FILL_OK, "    return torch.softmax(scores.masked_fill(~keep, -1e4), dim=-1)")],
     "mask.after-softmax": [(FILL_OK, "    return torch.softmax(scores, dim=-1) * keep")],
     "mask.repeat-not-interleave": [
