@@ -121,17 +121,13 @@ def read(source: bytes | str, trusted: dict[str, str] | None = None) -> SourceFa
     for start, label, block in _blocks(text):
         if trusted and label is not None and trusted.get(label) == block:
             continue
+        reader.offset = start
         try:
-            tree = submission.parse(block)      # one thread at a time (batch)
-            ast.increment_lineno(tree, start)
-            for parent in ast.walk(tree):
-                for child in ast.iter_child_nodes(parent):
-                    child.parent = parent
-            reader.visit(tree)
+            reader.visit(submission.parse(block))      # one thread at a time (batch)
         except (SyntaxError, ValueError):
             continue                # does not compile: it never runs
         except Exception:           # nested past Python's limit, or any other refusal: code
-            reader.note("tampering", start + 1,        # the grader cannot read is not trusted
+            reader.note("tampering", 1,                # the grader cannot read is not trusted
                         "code the grader could not read (nested too deeply?)")
     return SourceFacts(forbidden=tuple(reader.found["forbidden"]),
                        tampering=tuple(reader.found["tampering"]))
@@ -189,11 +185,21 @@ class _Reader(ast.NodeVisitor):
         self.imported: set[str] = set()     # paths bound by plain `import x` (modules)
         self.found: dict[str, list[Finding]] = {"forbidden": [], "tampering": []}
         self._seen: set[tuple[str, str]] = set()
+        self._parents: list[ast.AST] = []   # the nodes being visited, outermost first
+        self.offset = 0                     # the block's first line in the whole source
 
     def note(self, kind: str, line: int, what: str) -> None:
+        """``line`` within the block being read."""
         if (kind, what) not in self._seen:
             self._seen.add((kind, what))
-            self.found[kind].append(Finding(kind, line, what))
+            self.found[kind].append(Finding(kind, line + self.offset, what))
+
+    def generic_visit(self, node):
+        self._parents.append(node)
+        try:
+            super().generic_visit(node)
+        finally:
+            self._parents.pop()
 
     # -- names -----------------------------------------------------------------------------
 
@@ -289,7 +295,7 @@ class _Reader(ast.NodeVisitor):
         path = self.modules.get(node.id)
         if path is None or not (path in self.imported or path in KNOWN_MODULES):
             return
-        parent = getattr(node, "parent", None)
+        parent = self._parents[-1] if self._parents else None
         if isinstance(parent, ast.Attribute) or (
                 isinstance(parent, ast.Assign) and parent.value is node) or (
                 isinstance(parent, ast.Call) and parent.func is node):
