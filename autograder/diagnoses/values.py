@@ -288,10 +288,13 @@ def _nan_gradients_of_empty_rows(probe, results) -> bool:
     return telling
 
 
+def _either(*deciders):
+    return lambda probe, results: any(decide(probe, results) for decide in deciders)
+
+
 MASK_MISTAKES = tuple(MASK_MESSAGES)
 _DECIDERS = {name: _mask_decider(name) for name in MASK_MISTAKES}
-_DECIDERS["zero-len-nan"] = lambda p, r, forward=_DECIDERS["zero-len-nan"]: \
-    forward(p, r) or _nan_gradients_of_empty_rows(p, r)
+_DECIDERS["zero-len-nan"] = _either(_DECIDERS["zero-len-nan"], _nan_gradients_of_empty_rows)
 
 for _name, _message in MASK_MESSAGES.items():
     register(f"mask.{_name}", _message, _DECIDERS[_name])
