@@ -489,6 +489,41 @@ def test_built_in_attention_is_watched_even_where_torch_refuses_the_kernels(refu
         assert line == "True ['aten::scaled_dot_product_attention'] True"
 
 
+def test_the_zygote_forgets_an_editable_install_of_the_grader():
+    """Does the zygote's start drop a finder (as an editable install's .pth installs) that would
+    import the grader's packages, its module and its path hooks, and keep the usual finders?"""
+    planted = textwrap.dedent(f"""
+        import sys, types, importlib.machinery as m
+        finder_module = types.ModuleType("__editable___grader_finder")
+        class Finder:
+            @classmethod
+            def find_spec(cls, name, path=None, target=None):
+                return m.PathFinder.find_spec(name, [{str(ROOT)!r}]) if name in (
+                    "autograder", "solutions") else None
+        Finder.__module__ = finder_module.__name__
+        def hook(entry):
+            raise ImportError
+        hook.__module__ = finder_module.__name__
+        finder_module.Finder = Finder
+        sys.modules[finder_module.__name__] = finder_module
+        sys.meta_path.append(Finder)
+        sys.path_hooks.append(hook)
+        sys.path.append({str(ROOT)!r})
+        assert m.PathFinder.find_spec("solutions") is not None
+    """)
+    check = textwrap.dedent("""
+        import importlib.util
+        print(importlib.util.find_spec("solutions"), importlib.util.find_spec("autograder"),
+              "__editable___grader_finder" in sys.modules,
+              any(getattr(h, "__module__", "") == "__editable___grader_finder"
+                  for h in sys.path_hooks), importlib.util.find_spec("json") is not None)
+    """)
+    code = planted + spawn.SOURCE_ONLY.format(folder=str(spawn.SANDBOX_DIR)) + check
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["None", "None", "False", "False", "True"], out.stderr
+
+
 def test_the_zygote_holds_nothing_secret(zygote):
     """Does the process every sandbox is forked from hold no grader module, no reference and
     no environment beyond the few variables it needs?"""
