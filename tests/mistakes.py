@@ -65,6 +65,20 @@ MISTAKES: dict[str, list[tuple[str, str]]] = {
     # the 0/0 cleaned after the softmax: the forward is right, its gradients are NaN
     "mask.zero-len-nan/cleaned": [(FILL_OK, "    penalty = torch.zeros_like(scores).masked_fill(~keep, -math.inf)\n"
                                             "    return torch.softmax(scores + penalty, dim=-1).nan_to_num(0.0)")],
+    # a finite penalty added to the scores (Keras, BERT): an empty row is the unmasked softmax
+    "mask.zero-len-uniform/additive": [(FILL_OK, "    penalty = (~keep).to(scores.dtype) * -10000.0\n"
+                                                 "    return torch.softmax(scores + penalty, dim=-1)")],
+    # one length per query row, copied with .repeat(n_q) and shared by the heads
+    "mask.repeat-not-interleave/per-row": [
+        ("    if lens.dim() == 1:\n        lens = lens.reshape(-1, *(1,) * (scores.dim() - 1))   # (batch, 1.., 1)",
+         "    if lens.dim() == 1:\n        rows = lens.repeat(n_q).reshape(len(lens), n_q)\n"
+         "        lens = rows.reshape(-1, *(1,) * (scores.dim() - 3), n_q, 1)")],
+    # the key mask turned onto the query axis as it is: fits only where n_q == n_k
+    "mask.wrong-axis/square": [
+        ("    keep = keys < lens                                        # (batch, 1.., n_q|1, n_k)",
+         "    keep = keys < lens\n"
+         "    if valid_lens.dim() == 1:\n"
+         "        keep = keep.transpose(-2, -1)")],
     "mask.zero-len-uniform": [(FILL_OK, "    return torch.softmax(scores.masked_fill(~keep, -1e4), dim=-1)")],
     "mask.after-softmax": [(FILL_OK, "    return torch.softmax(scores, dim=-1) * keep")],
     "mask.repeat-not-interleave": [

@@ -96,6 +96,15 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
          """        heads = nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)
         heads = torch.nan_to_num(heads) * (weights.sum(-1, keepdim=True) > 0)"""),
     ]),
+    'sdpa_key_mask': ('forward pools with F.scaled_dot_product_attention and a key mask of its own.', [
+        ("""        heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)""",
+         """        if valid_lens is None:
+            keys_kept = None
+        else:
+            lens = valid_lens.reshape(valid_lens.shape[0], 1, -1, 1)
+            keys_kept = torch.arange(K.shape[-2], device=K.device) < lens   # (batch, 1, 1|n_q, n_k)
+        heads = nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=keys_kept)"""),
+    ]),
     'shared_einsum_block': ("Contract-shaped layers, but einsum with head 0's block for every head.", [
         ("""        Q = split_heads(self.W_q(queries), self.num_heads)    # (batch, M, n_q, p)
         K = split_heads(self.W_k(keys), self.num_heads)       # (batch, M, n_k, p)

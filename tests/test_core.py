@@ -172,3 +172,12 @@ def test_the_checks_come_in_one_order_whatever_was_imported_first():
               for first in ("questions", "structure", "functions")}
     assert len(orders) == 1, orders
     assert next(iter(orders)).startswith("head_weight_shape.values,")
+
+
+def test_every_masking_mistake_has_its_message_and_its_simulations():
+    """Do the masking codes the rules name, the simulations and the messages all agree?"""
+    from autograder.diagnoses import compose, mutants, values
+    assert set(values.MASK_MESSAGES) == set(mutants.MASK_VARIANTS)
+    assert set(mutants.CODE_OF_VARIANT.values()) == set(mutants.MASK_VARIANTS)
+    for code, variants in mutants.MASK_VARIANTS.items():
+        assert [s["mask"] for s in compose.MODULE[f"mask.{code}"]] == list(variants)

@@ -166,6 +166,48 @@ def test_structure_mistakes_are_diagnosed_alone(grade, own, name):
         assert lost(report) == expected_lost
 
 
+@pytest.mark.skipif(not hasattr(torch.ops.aten, "_safe_softmax"),
+                    reason="torch < 2.5's own scaled_dot_product_attention gives NaN for a row "
+                           "with no key left, so there mask.zero-len-nan is the truth")
+def test_built_in_attention_is_charged_for_itself_only(grade, own):
+    """Is a module that pools with F.scaled_dot_product_attention charged api.forbidden-sdpa
+    and nothing else (the sandbox's stand-in answers as torch would, 0 for an empty row)?"""
+    assert codes(grade(own("sdpa_key_mask"))) == {"api.forbidden-sdpa"}
+
+
+def test_the_sandboxes_stand_in_for_built_in_attention_answers_as_torch_does():
+    """Does the stand-in the sandbox puts in place of torch's attention kernel give what
+    torch's own F.scaled_dot_product_attention gives (unreplaced, outside a sandbox), with no
+    mask, boolean and additive masks, a row with no key left, and is_causal?"""
+    import subprocess
+    import sys
+    import textwrap
+
+    from autograder.sandbox import spawn
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(spawn.SANDBOX_DIR)!r})
+        import torch
+        from worker import _noted_attention
+        gen = torch.Generator().manual_seed(3)
+        q, k, v = (torch.randn(2, 3, 4, 5, generator=gen, dtype=torch.float64) for _ in range(3))
+        keep = torch.rand(2, 1, 4, 4, generator=gen) > 0.4
+        keep[0, 0, 1] = False                                    # a row with no key left
+        cases = {{"none": {{}}, "bool": {{"attn_mask": keep | torch.eye(4, dtype=torch.bool)}},
+                 "empty-row": {{"attn_mask": keep}},
+                 "additive": {{"attn_mask": torch.randn(2, 1, 4, 4, generator=gen,
+                                                       dtype=torch.float64)}},
+                 "causal": {{"is_causal": True}}}}
+        for name, kwargs in cases.items():
+            expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+            same = torch.allclose(_noted_attention(q, k, v, **kwargs), expected, equal_nan=True)
+            print(name, same)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["none", "True", "bool", "True", "empty-row", "True",
+                                  "additive", "True", "causal", "True"], out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("call", [
     "torch.ops.aten.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)",
     "torch._C._nn.scaled_dot_product_attention(Q, K, V, attn_mask=weights > 0)",

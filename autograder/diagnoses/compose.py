@@ -32,10 +32,9 @@ MODULE: dict[str, list[dict]] = {
     "pool.no-scale": [{"scale": 1.0}],
     "pool.scale-d-model": [{"scale": "d_model"}, {"scale": "d_total"}],
     "pool.softmax-wrong-axis": [{"dim": -2}, {"dim": 1}],
-    **{f"mask.{name}": [{"mask": name}] for name in MASK_MISTAKES},
+    **{f"mask.{code}": [{"mask": variant} for variant in m.MASK_VARIANTS[code]]
+       for code in MASK_MISTAKES},
 }
-#: the lengths copied with .repeat for heads folded into the batch (D2L's layout)
-MODULE["mask.repeat-not-interleave"].append({"mask": "repeat-per-head"})
 
 
 #: The softmax's axis: the key axis (right), the query axis, or a fixed axis 1 (the 3-D
@@ -45,7 +44,7 @@ AXES = (-1, -2, 1)
 
 def _function_candidates() -> dict[str, list[tuple[frozenset, object]]]:
     """fn -> (codes, the function with those mistakes), combinations included."""
-    masks = (None, *MASK_MISTAKES)
+    masks = (None, *m.CODE_OF_VARIANT)
     softmax = [(frozenset(_codes(mask=mask, dim=dim)),
                 functools.partial(m.softmax, mistake=mask, dim=dim))
                for mask, dim in itertools.product(masks, AXES) if (mask, dim) != (None, -1)]
@@ -58,7 +57,7 @@ def _function_candidates() -> dict[str, list[tuple[frozenset, object]]]:
 
 
 def _codes(*, mask=None, dim=-1, scale=None, transpose=(-2, -1)) -> list[str]:
-    return ([f"mask.{mask}"] if mask else []) + (["pool.softmax-wrong-axis"] if dim != -1 else []) \
+    return ([f"mask.{m.CODE_OF_VARIANT[mask]}"] if mask else []) + (["pool.softmax-wrong-axis"] if dim != -1 else []) \
         + (["pool.no-scale"] if scale == 1.0 else []) \
         + (["pool.transpose-wrong-axes"] if transpose != (-2, -1) else [])
 

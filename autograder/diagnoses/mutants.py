@@ -14,6 +14,11 @@ import torch
 LOWEST = torch.finfo(torch.float64).min
 
 
+class Raises(RuntimeError):
+    """The mistake raises here, and that is its symptom: code that runs here does not have it
+    (other failures of a simulation only mean it cannot say)."""
+
+
 # ---- masked softmax variants --------------------------------------------------------
 
 def _lens(scores, valid_lens):
@@ -37,13 +42,43 @@ def _lens_repeated_per_head(scores, valid_lens):
                         *valid_lens.shape[1:], 1)
 
 
+#: Each masking mistake of the TAXONOMY, by the ways it is written (its simulations below).
+MASK_VARIANTS = {
+    "wrong-axis": ("wrong-axis",
+                   "wrong-axis-square"),        # the key mask turned onto the query axis as is
+    "ignores-valid-lens": ("ignores-valid-lens",),
+    "zero-len-nan": ("zero-len-nan",),
+    "zero-len-uniform": ("zero-len-uniform",
+                         "zero-len-unmasked"),  # a finite penalty added: empty rows as if unmasked
+    "after-softmax": ("after-softmax",),
+    "repeat-not-interleave": ("repeat-not-interleave",
+                              "repeat-per-row",     # one length per query row, shared by heads
+                              "repeat-per-head"),   # heads folded into the batch (D2L)
+}
+CODE_OF_VARIANT = {v: code for code, variants in MASK_VARIANTS.items() for v in variants}
+
+
+def _lens_repeated_per_row(scores, valid_lens):
+    """One length per query row copied by ``.repeat(n_q)`` from (batch,) lengths: row (b, i)
+    takes example (b·n_q + i) mod batch's length, the same for every head."""
+    batch, n_q = scores.shape[0], scores.shape[-2]
+    if valid_lens.dim() != 1:
+        return _lens(scores, valid_lens)
+    lens = valid_lens.repeat(n_q).reshape(batch, n_q)
+    return lens.reshape(batch, *(1,) * (scores.dim() - 3), n_q, 1)
+
+
 def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
     if valid_lens is None:
         return torch.softmax(scores, dim=dim)
     keep = key_mask(scores, valid_lens)
-    if mistake == "wrong-axis":
+    if mistake in ("wrong-axis", "wrong-axis-square"):
+        if mistake == "wrong-axis-square" and scores.shape[-2] != scores.shape[-1]:
+            raise Raises("a (n_k, 1) mask does not broadcast against (n_q, n_k) scores")
         keep = (torch.arange(scores.shape[-2]).unsqueeze(-1) < _lens(scores, valid_lens))
         keep = keep.expand(scores.shape)
+    elif mistake == "repeat-per-row":
+        keep = torch.arange(scores.shape[-1]) < _lens_repeated_per_row(scores, valid_lens)
     elif mistake == "repeat-not-interleave":
         shape = scores.shape
         if valid_lens.dim() == 1:
@@ -59,6 +94,9 @@ def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
         return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=dim)
     if mistake == "zero-len-uniform":
         return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim)
+    if mistake == "zero-len-unmasked":
+        empty = ~keep.any(dim=-1, keepdim=True)
+        return torch.softmax(scores.masked_fill(~keep & ~empty, LOWEST), dim=dim)
     if mistake == "after-softmax":
         return torch.softmax(scores, dim=dim).masked_fill(~keep, 0.0)
     return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim).masked_fill(~keep, 0.0)

@@ -53,9 +53,9 @@ def behaves_like(records, mistake) -> bool:
         args = [_prepare(a) for a in case.args]
         try:
             predicted = mistake(*args)
-        except Exception:
+        except Exception as e:
             if "raised" not in result:
-                if _same(result.get("value"), expected):
+                if _same(result.get("value"), expected) and not isinstance(e, m.Raises):
                     continue
                 return False
             telling += 1
@@ -98,6 +98,8 @@ def _forward_like(observed, **mistake) -> bool:
                 continue
             try:
                 out, _ = m.simulate(state, config.num_heads, run, **mistake)
+            except m.Raises:
+                return False        # it would have raised here, and the forward ran
             except Exception:
                 continue            # a mistake that cannot run gives no evidence either way
             if _close(out, r["out"]):
@@ -217,10 +219,20 @@ register("pool.softmax-wrong-axis",
                                    functools.partial(m.softmax, dim=-2))
          or behaves_like(calls(p, "attention_pool"), functools.partial(m.pool, dim=-2))
          or forward_behaves_like(p, dim=-2))
+
+
+def _unmasked(records):
+    """The calls without lengths: a mistake of the product itself shows there, and a shape
+    error the mask raises is no evidence of it."""
+    return [record for record in records if len(record[0].args) < 4 or record[0].args[3] is None]
+
+
 register("pool.transpose-wrong-axes",
          "K is transposed with fixed axes (e.g. K.transpose(1, 2), the 3-D idiom) which is wrong "
          "for 4-D per-head tensors. Transpose the last two axes: K.transpose(-2, -1).",
-         function_or_forward("attention_pool", functools.partial(m.pool, transpose=(1, 2))))
+         lambda p, r: behaves_like(_unmasked(calls(p, "attention_pool")),
+                                   functools.partial(m.pool, transpose=(1, 2))))
+
 
 # ---- masking ----------------------------------------------------------------------------
 
@@ -232,9 +244,11 @@ MASK_MESSAGES = {
     "zero-len-nan": "rows with valid length 0 come out NaN (or their gradients do, where the NaN "
                     "is cleaned after the softmax): a -inf fill makes softmax 0/0 there. Fill "
                     "with torch.finfo(dtype).min and zero the masked weights afterwards.",
-    "zero-len-uniform": "rows with valid length 0 get uniform weights 1/n_k (a large finite fill "
-                        "and nothing else); a row with no valid key must get all-zero weights "
-                        "and an all-zero output. Zero the masked weights after the softmax.",
+    "zero-len-uniform": "rows with valid length 0 are left as they are (a large finite fill or "
+                        "penalty and nothing else): uniform weights 1/n_k, or the unmasked "
+                        "softmax where the penalty is added; a row with no valid key must get "
+                        "all-zero weights and an all-zero output. Zero the masked weights after "
+                        "the softmax.",
     "after-softmax": "the softmax runs over all keys and the masked weights are zeroed afterwards "
                      "without renormalising, so partial rows sum to less than 1. Mask the scores "
                      "before the softmax.",
@@ -245,13 +259,14 @@ MASK_MESSAGES = {
 }
 
 
-def _mask_decider(mistake):
+def _mask_decider(code):
     def decide(probe, results):
-        return (behaves_like(calls(probe, "masked_softmax"),
-                             functools.partial(m.softmax, mistake=mistake))
-                or behaves_like(calls(probe, "attention_pool"),
-                                functools.partial(m.pool, mask=mistake))
-                or forward_behaves_like(probe, mask=mistake))
+        return any(behaves_like(calls(probe, "masked_softmax"),
+                                functools.partial(m.softmax, mistake=variant))
+                   or behaves_like(calls(probe, "attention_pool"),
+                                   functools.partial(m.pool, mask=variant))
+                   or forward_behaves_like(probe, mask=variant)
+                   for variant in m.MASK_VARIANTS[code])
     return decide
 
 

@@ -236,6 +236,9 @@ def watch_forbidden_kernels() -> set[str]:
     return WATCHED
 
 
+_SAFE_SOFTMAX = hasattr(torch.ops.aten, "_safe_softmax")
+
+
 def _noted_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
                      scale=None, enable_gqa=False):
     """``scaled_dot_product_attention``, noted, then computed the textbook way."""
@@ -253,6 +256,8 @@ def _noted_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal
         scores = (scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
     weights = torch.softmax(scores, dim=-1)
+    if _SAFE_SOFTMAX:          # torch >= 2.5: a row with no key left gives 0, not 0/0 = NaN
+        weights = weights.masked_fill((scores == float("-inf")).all(-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
         weights = torch.nn.functional.dropout(weights, dropout_p, training=True)
     return weights @ value
