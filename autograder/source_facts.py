@@ -129,6 +129,7 @@ def read(source: bytes | str, trusted: dict[str, str] | None = None) -> SourceFa
         except Exception:           # nested past Python's limit, or any other refusal: code
             reader.note("tampering", 1,                # the grader cannot read is not trusted
                         "code the grader could not read (nested too deeply?)")
+    reader.finish()
     return SourceFacts(forbidden=tuple(reader.found["forbidden"]),
                        tampering=tuple(reader.found["tampering"]))
 
@@ -186,6 +187,8 @@ class _Reader(ast.NodeVisitor):
         self.found: dict[str, list[Finding]] = {"forbidden": [], "tampering": []}
         self._seen: set[tuple[str, str]] = set()
         self._parents: list[ast.AST] = []   # the nodes being visited, outermost first
+        self.bases: set[str] = set()        # every class's bases, as written
+        self.pending: list[tuple[str, int, str]] = []   # plain classes' overrides: (class, line, what)
         self.offset = 0                     # the block's first line in the whole source
 
     def note(self, kind: str, line: int, what: str) -> None:
@@ -388,16 +391,36 @@ class _Reader(ast.NodeVisitor):
         if any(k.arg == "metaclass" for k in node.keywords) or \
                 any(_is_name(b, "type") or (self.dotted(b) or "").endswith("Meta") for b in node.bases):
             self.note("tampering", node.lineno, f"class {node.name} has a metaclass")
+        for base in node.bases:       # a computed base (*bases, f(), xs[0]) could be any class
+            self.bases.add(self.dotted(base) or (base.id if isinstance(base, ast.Name) else "*"))
+        # A class of its own (no base but object) overrides nothing of torch's unless it is a
+        # base of another class (a mixin): its findings wait for the end of the source.
+        plain = all(_is_name(b, "object") for b in node.bases) and not node.keywords
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in MACHINERY:
-                self.note("tampering", item.lineno,
-                          f"class {node.name} overrides {item.name}() of torch's machinery")
+                self._machinery(plain, node.name, item.lineno,
+                                f"class {node.name} overrides {item.name}() of torch's machinery")
             if isinstance(item, ast.Assign):
                 for t in item.targets:
                     if isinstance(t, ast.Name) and t.id in MACHINERY:
-                        self.note("tampering", item.lineno,
-                                  f"class {node.name} replaces {t.id} of torch's machinery")
+                        self._machinery(plain, node.name, item.lineno,
+                                        f"class {node.name} replaces {t.id} of torch's machinery")
         self.generic_visit(node)
+
+    def _machinery(self, plain: bool, name: str, line: int, what: str) -> None:
+        if plain:
+            self.pending.append((name, line + self.offset, what))
+        else:
+            self.note("tampering", line, what)
+
+    def finish(self) -> None:
+        """The findings of plain classes that turned out to be some class's base."""
+        offset, self.offset = self.offset, 0
+        for name, line, what in self.pending:
+            if "*" in self.bases or name in self.bases or \
+                    any(b.endswith("." + name) for b in self.bases):
+                self.note("tampering", line, what)
+        self.offset = offset
 
     def visit_FunctionDef(self, node):
         if node.name in ("__torch_function__", "__torch_dispatch__"):

@@ -288,6 +288,12 @@ REACHES = {
     "the random state": "from torch import random\nstate = random.get_rng_state()\n",
     "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
     "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
+    "a mixin overriding parameters": ("import torch\nclass Hide:\n    def parameters(self):\n"
+                                      "        return iter(())\n"
+                                      "class M(Hide, torch.nn.Module):\n    pass\n"),
+    "a mixin through computed bases": ("import torch\nclass Hide:\n    def __call__(self, *a):\n"
+                                       "        return 0\nbases = (Hide, torch.nn.Module)\n"
+                                       "class M(*bases):\n    pass\n"),
     "global module hooks": ("import torch\n"
                             "torch.nn.modules.module.register_module_forward_hook(print)\n"),
 }
@@ -295,6 +301,11 @@ REACHES = {
 CLEAN = {
     "the reference": (api.PROJECT / "solutions" / "mha.py").read_text(),
     "the base": BASE,
+    "a plain class with __call__ and to()": ("class ScaledDotProduct:\n"
+                                             "    def __init__(self, p):\n        self.p = p\n"
+                                             "    def __call__(self, q, k):\n"
+                                             "        return q @ k.transpose(-2, -1) / self.p ** 0.5\n"
+                                             "    def to(self, unit):\n        return self\n"),
     "unusual but fine": '''
 import os
 import sys
