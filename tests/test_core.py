@@ -181,3 +181,24 @@ def test_every_masking_mistake_has_its_message_and_its_simulations():
     assert set(mutants.CODE_OF_VARIANT.values()) == set(mutants.MASK_VARIANTS)
     for code, variants in mutants.MASK_VARIANTS.items():
         assert [s["mask"] for s in compose.MODULE[f"mask.{code}"]] == list(variants)
+
+
+def test_two_masking_mistakes_come_together_only_as_a_placement_and_a_fill():
+    """Can the module's simulation hold lengths put in the wrong place *and* a wrong fill,
+    but never two placements, two fills, or two of any other switch?"""
+    import torch
+
+    from autograder.diagnoses import mutants
+    per_head, nan, uniform = ({"mask": v} for v in ("repeat-per-head", "zero-len-nan",
+                                                    "zero-len-uniform"))
+    assert mutants.merged(per_head, nan) == {"mask": ("repeat-per-head", "zero-len-nan")}
+    assert mutants.merged(nan, per_head) == {"mask": ("repeat-per-head", "zero-len-nan")}
+    assert mutants.merged(nan, uniform) is None
+    assert mutants.merged(per_head, {"mask": "wrong-axis"}) is None
+    assert mutants.merged({"scale": 1.0}, {"scale": "d_model"}) is None
+    assert mutants.merged({"scale": 1.0}, nan) == {"scale": 1.0, "mask": "zero-len-nan"}
+    scores = torch.zeros(2, 2, 3, 3, dtype=torch.float64)
+    lens = torch.tensor([0, 3])
+    both = mutants.softmax(scores, lens, mistake=("repeat-per-head", "zero-len-nan"))
+    # folded rows b*2 + j take example (b*2 + j) mod 2's length: head 0 of each example is empty
+    assert both[:, 0].isnan().all() and not both[:, 1].isnan().any()

@@ -91,7 +91,7 @@ def _module(probe, function_codes: set) -> set:
     base = {}
     for code in sorted(function_codes):
         for switch in MODULE.get(code, [])[:1]:
-            base.update(switch)
+            base = m.merged(base, switch) or {**base, **switch}
     plain = probe.observations.get("mha", [])
     carried = probe.observations.get("carried", {}).get("mha", [])
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
@@ -121,11 +121,12 @@ def _all_like(observed, switch: dict) -> bool:
 
 def _combinations(observed, start: dict) -> set:
     singles = [(frozenset([code]), switch) for code, alts in MODULE.items() for switch in alts]
-    pairs = [(a | b, {**sa, **sb}) for (a, sa), (b, sb) in itertools.combinations(singles, 2)
-             if not set(sa) & set(sb)]
+    pairs = [(a | b, both) for (a, sa), (b, sb) in itertools.combinations(singles, 2)
+             if (both := m.merged(sa, sb)) is not None]
     for candidates in (singles, pairs):
         hits = [codes for codes, switch in candidates
-                if not set(switch) & set(start) and _forward_like(observed, **start, **switch)]
+                if (whole := m.merged(start, switch)) is not None
+                and _forward_like(observed, **whole)]
         if hits:
             return set(frozenset.intersection(*hits))
     return set()

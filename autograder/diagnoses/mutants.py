@@ -68,38 +68,60 @@ def _lens_repeated_per_row(scores, valid_lens):
     return lens.reshape(batch, *(1,) * (scores.dim() - 3), n_q, 1)
 
 
+#: Where the lengths land, and what the fill does: one mistake of each can come together.
+PLACEMENT = frozenset({"wrong-axis", "wrong-axis-square", "repeat-not-interleave",
+                       "repeat-per-row", "repeat-per-head"})
+FILL = frozenset({"zero-len-nan", "zero-len-uniform", "zero-len-unmasked", "after-softmax"})
+
+
 def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
+    """``mistake``: a variant of MASK_VARIANTS, or a tuple of one PLACEMENT and one FILL."""
     if valid_lens is None:
         return torch.softmax(scores, dim=dim)
+    kinds = set(mistake) if isinstance(mistake, tuple) else {mistake}
     keep = key_mask(scores, valid_lens)
-    if mistake in ("wrong-axis", "wrong-axis-square"):
-        if mistake == "wrong-axis-square" and scores.shape[-2] != scores.shape[-1]:
+    if kinds & {"wrong-axis", "wrong-axis-square"}:
+        if "wrong-axis-square" in kinds and scores.shape[-2] != scores.shape[-1]:
             raise Raises("a (n_k, 1) mask does not broadcast against (n_q, n_k) scores")
         keep = (torch.arange(scores.shape[-2]).unsqueeze(-1) < _lens(scores, valid_lens))
         keep = keep.expand(scores.shape)
-    elif mistake == "repeat-per-row":
+    elif "repeat-per-row" in kinds:
         keep = torch.arange(scores.shape[-1]) < _lens_repeated_per_row(scores, valid_lens)
-    elif mistake == "repeat-not-interleave":
+    elif "repeat-not-interleave" in kinds:
         shape = scores.shape
         if valid_lens.dim() == 1:
             lens = valid_lens.repeat(math.prod(shape[1:-1])).reshape(*shape[:-1], 1)
         else:
             lens = valid_lens.repeat(math.prod(shape[1:-2]), 1).reshape(*shape[:-1], 1)
         keep = torch.arange(shape[-1]) < lens
-    elif mistake == "repeat-per-head":
+    elif "repeat-per-head" in kinds:
         keep = torch.arange(scores.shape[-1]) < _lens_repeated_per_head(scores, valid_lens)
-    if mistake == "ignores-valid-lens":
+    if "ignores-valid-lens" in kinds:
         return torch.softmax(scores, dim=dim)
-    if mistake == "zero-len-nan":
+    if "zero-len-nan" in kinds:
         return torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=dim)
-    if mistake == "zero-len-uniform":
+    if "zero-len-uniform" in kinds:
         return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim)
-    if mistake == "zero-len-unmasked":
+    if "zero-len-unmasked" in kinds:
         empty = ~keep.any(dim=-1, keepdim=True)
         return torch.softmax(scores.masked_fill(~keep & ~empty, LOWEST), dim=dim)
-    if mistake == "after-softmax":
+    if "after-softmax" in kinds:
         return torch.softmax(scores, dim=dim).masked_fill(~keep, 0.0)
     return torch.softmax(scores.masked_fill(~keep, LOWEST), dim=dim).masked_fill(~keep, 0.0)
+
+
+def merged(a: dict, b: dict) -> dict | None:
+    """Two switches of ``simulate`` as one, or None where they cannot both hold: they may
+    share only ``mask``, as one placement and one fill."""
+    shared = set(a) & set(b)
+    if not shared:
+        return {**a, **b}
+    if shared != {"mask"} or isinstance(a["mask"], tuple) or isinstance(b["mask"], tuple):
+        return None
+    pair = {a["mask"], b["mask"]}
+    if len(pair & PLACEMENT) != 1 or len(pair & FILL) != 1:
+        return None
+    return {**a, **b, "mask": tuple(sorted(pair, key=lambda v: v in FILL))}
 
 
 def pool(Q, K, V, valid_lens=None, *, scale=None, mask=None, dim=-1, transpose=(-2, -1)):
