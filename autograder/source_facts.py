@@ -188,7 +188,7 @@ class _Reader(ast.NodeVisitor):
         self._seen: set[tuple[str, str]] = set()
         self._parents: list[ast.AST] = []   # the nodes being visited, outermost first
         self.bases: set[str] = set()        # every class's bases, as written
-        self.pending: list[tuple[str, int, str]] = []   # plain classes' overrides: (class, line, what)
+        self.pending: list[tuple[str, int, str]] = []   # plain classes' (class, line, what)
         self.offset = 0                     # the block's first line in the whole source
 
     def note(self, kind: str, line: int, what: str) -> None:

@@ -57,7 +57,8 @@ def _function_candidates() -> dict[str, list[tuple[frozenset, object]]]:
 
 
 def _codes(*, mask=None, dim=-1, scale=None, transpose=(-2, -1)) -> list[str]:
-    return ([f"mask.{m.CODE_OF_VARIANT[mask]}"] if mask else []) + (["pool.softmax-wrong-axis"] if dim != -1 else []) \
+    return ([f"mask.{m.CODE_OF_VARIANT[mask]}"] if mask else []) \
+        + (["pool.softmax-wrong-axis"] if dim != -1 else []) \
         + (["pool.no-scale"] if scale == 1.0 else []) \
         + (["pool.transpose-wrong-axes"] if transpose != (-2, -1) else [])
 

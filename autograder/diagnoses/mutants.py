@@ -42,6 +42,16 @@ def _lens_repeated_per_head(scores, valid_lens):
                         *valid_lens.shape[1:], 1)
 
 
+def _lens_repeated_per_row(scores, valid_lens):
+    """One length per query row copied by ``.repeat(n_q)`` from (batch,) lengths: row (b, i)
+    takes example (b·n_q + i) mod batch's length, the same for every head."""
+    batch, n_q = scores.shape[0], scores.shape[-2]
+    if valid_lens.dim() != 1:
+        return _lens(scores, valid_lens)
+    lens = valid_lens.repeat(n_q).reshape(batch, n_q)
+    return lens.reshape(batch, *(1,) * (scores.dim() - 3), n_q, 1)
+
+
 #: Each masking mistake of the TAXONOMY, by the ways it is written (its simulations below).
 MASK_VARIANTS = {
     "wrong-axis": ("wrong-axis",
@@ -56,16 +66,6 @@ MASK_VARIANTS = {
                               "repeat-per-head"),   # heads folded into the batch (D2L)
 }
 CODE_OF_VARIANT = {v: code for code, variants in MASK_VARIANTS.items() for v in variants}
-
-
-def _lens_repeated_per_row(scores, valid_lens):
-    """One length per query row copied by ``.repeat(n_q)`` from (batch,) lengths: row (b, i)
-    takes example (b·n_q + i) mod batch's length, the same for every head."""
-    batch, n_q = scores.shape[0], scores.shape[-2]
-    if valid_lens.dim() != 1:
-        return _lens(scores, valid_lens)
-    lens = valid_lens.repeat(n_q).reshape(batch, n_q)
-    return lens.reshape(batch, *(1,) * (scores.dim() - 3), n_q, 1)
 
 
 #: Where the lengths land, and what the fill does: one mistake of each can come together.
