@@ -47,8 +47,9 @@ class _SandboxModules:
         return spec
 sys.meta_path.insert(0, _SandboxModules)
 def _forget_the_grader(names=("autograder", "solutions", "assignments")):
-    # No route to the grader's own packages: an editable install's finder (installed by its
-    # .pth file at start-up), its path hooks and module, and any path entry they import from.
+    # No editable install of the grader here: its finder (installed by its .pth file at
+    # start-up), path hooks and module. (Path entries stay: an installed grader shares
+    # site-packages with torch.)
     def finds(finder):
         try:        # or names them: setuptools' finders keep a MAPPING, found or not
             mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", ())
@@ -57,11 +58,10 @@ def _forget_the_grader(names=("autograder", "solutions", "assignments")):
             return False
     owners = set(getattr(f, "__module__", None) for f in sys.meta_path
                  if f is not _SandboxModules and f is not _m.PathFinder and finds(f))
+    owners -= set(["_frozen_importlib", "_frozen_importlib_external", "zipimport", None])
     sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, "__module__", None) not in owners]
     sys.path_hooks[:] = [h for h in sys.path_hooks if getattr(h, "__module__", None) not in owners]
     sys.path_importer_cache.clear()
-    sys.path[:] = [p for p in sys.path
-                   if not any(_m.PathFinder.find_spec(n, [p]) for n in names)]
     for owner in owners:
         sys.modules.pop(owner, None)
 _forget_the_grader()
