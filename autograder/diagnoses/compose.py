@@ -17,7 +17,7 @@ import functools
 import itertools
 
 from . import mutants as m
-from .values import MASK_MISTAKES, _close, _forward_like, behaves_like, calls
+from .values import MASK_MISTAKES, _close, _forward_like, behaves_like, calls, module_runs
 
 #: Module-level mistakes as switches of ``mutants.simulate`` (alternatives for one code).
 MODULE: dict[str, list[dict]] = {
@@ -93,8 +93,7 @@ def _module(probe, function_codes: set) -> set:
     for code in sorted(function_codes):
         for switch in MODULE.get(code, [])[:1]:
             base = m.merged(base, switch) or {**base, **switch}
-    plain = probe.observations.get("mha", [])
-    carried = probe.observations.get("carried", {}).get("mha", [])
+    plain, carried = module_runs(probe)
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
@@ -120,14 +119,19 @@ def _all_like(observed, switch: dict) -> bool:
     return True
 
 
-def _combinations(observed, start: dict) -> set:
+def _module_candidates() -> list[tuple[frozenset, dict]]:
+    """(codes, switch) for each module mistake and each pair that can hold together."""
     singles = [(frozenset([code]), switch) for code, alts in MODULE.items() for switch in alts]
     pairs = [(a | b, both) for (a, sa), (b, sb) in itertools.combinations(singles, 2)
              if (both := m.merged(sa, sb)) is not None]
-    for candidates in (singles, pairs):
-        hits = [codes for codes, switch in candidates
-                if (whole := m.merged(start, switch)) is not None
-                and _forward_like(observed, **whole)]
-        if hits:
-            return set(frozenset.intersection(*hits))
-    return set()
+    return singles + pairs
+
+
+MODULE_CANDIDATES = _module_candidates()
+
+
+def _combinations(observed, start: dict) -> set:
+    def explains(switch):
+        whole = m.merged(start, switch)
+        return whole is not None and _forward_like(observed, **whole)
+    return _smallest(MODULE_CANDIDATES, explains)
