@@ -108,19 +108,22 @@ def precision_failures(p) -> list[tuple[str, str, str]]:
     return found
 
 
-def dtype_failures(p) -> list[tuple[str, str, str]]:
-    """(mode, part, what) where the student's result has another dtype than the reference's:
-    with inputs cast to float16, bfloat16 or float32 every function keeps their dtype (under
-    autocast, whatever autocast gives the reference)."""
+def dtype_failures(p) -> list[tuple[str, str, str, str]]:
+    """(mode, part, dtype returned, dtype expected) where the student's result has another
+    dtype than the reference's: with inputs cast to float16, bfloat16 or float32 every
+    function keeps their dtype (under autocast, whatever autocast gives the reference)."""
     student, ref = low_precision(p, "student"), low_precision(p, "reference")
     found = []
     for mode in MODES:
         for part, result in student[mode].items():
             got, wanted = result.get("value", {}), ref[mode][part].get("value", {})
             if got and wanted and got.get("dtype") != wanted.get("dtype"):
-                found.append((mode, part, f"returns {got.get('dtype')} where the inputs' dtype "
-                                          f"gives {wanted.get('dtype')}"))
+                found.append((mode, part, str(got.get("dtype")), str(wanted.get("dtype"))))
     return found
+
+
+def dtype_not_kept(got: str, wanted: str) -> str:
+    return f"returns {got} where the inputs' dtype gives {wanted}"
 
 
 def cuda_runs(p) -> tuple[dict, dict, dict]:

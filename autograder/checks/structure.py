@@ -190,7 +190,8 @@ def precision_autocast(p: Probe) -> None:
         raise CheckFailed(f"finite in float32, but not in low precision: {lines}.{hint}")
     dtypes = evd.dtype_failures(p)
     if dtypes:
-        lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in dtypes[:4])
+        lines = "; ".join(f"{part} under {mode}: {evd.dtype_not_kept(got, wanted)}"
+                          for mode, part, got, wanted in dtypes[:4])
         raise CheckFailed(f"the inputs' dtype is not kept: {lines}. Compute in the inputs' "
                           "dtype (no .float(), no dtype=torch.float32).")
     detours = p.observations.get("float32_detour", [])

@@ -197,11 +197,12 @@ def _float32_detour(actual, expected) -> bool:
 
 @diagnosis("dtype.forces-float32")
 def forces_float32(p, results):
-    cast = [(mode, part, what) for mode, part, what in evd.dtype_failures(p)
-            if mode.startswith("cast-") and "float32" in what.split(" where")[0]]
+    cast = [(mode, part, got, wanted) for mode, part, got, wanted in evd.dtype_failures(p)
+            if mode.startswith("cast-") and "float32" in got]
     if cast:
-        mode, part, what = cast[0]
-        return (f"{part} with inputs cast to {mode.removeprefix('cast-')} {what}: part of the "
+        mode, part, got, wanted = cast[0]
+        return (f"{part} with inputs cast to {mode.removeprefix('cast-')} "
+                f"{evd.dtype_not_kept(got, wanted)}: part of the "
                 "computation is forced to float32. Compute in the inputs' dtype (no .float(), "
                 "no dtype=torch.float32).")
     for what, actual, expected in _softmax_pairs(p):
