@@ -209,8 +209,8 @@ class Grader:
 
 def _facts(source, observations: dict) -> tuple[Fact, ...]:
     """The facts the structural verdicts rested on, each with who established it."""
-    changed = sorted({fn for fn, records in observations.get("calls", {}).items()
-                      if any(r.get("mutated") for _, r, _ in records)})
+    from .diagnoses.values import changed_inputs
+    changed = changed_inputs(observations)
     return (Fact("reaches for the grader's instruments", [str(f) for f in source.tampering],
                  "source"),
             Fact("forbidden built-ins named in the code", [str(f) for f in source.forbidden],

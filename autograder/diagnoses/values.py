@@ -82,9 +82,14 @@ def forward_behaves_like(probe, **mistake) -> bool:
     differs from the reference, and on every such run matches it or the reference. Read on
     the module as the student wrote it, and on the module graded with the reference's parts
     in place of the student's wrong ones (``carried``: its own mistakes, alone)."""
-    return any(_forward_like(observed, **mistake)
-               for observed in (probe.observations.get("mha", []),
-                                probe.observations.get("carried", {}).get("mha", [])))
+    return any(_forward_like(observed, **mistake) for observed in module_runs(probe))
+
+
+def module_runs(probe) -> tuple[list, list]:
+    """The module's forwards as written, and as graded with the reference's parts in place of
+    the student's wrong ones (error carried forward)."""
+    return (probe.observations.get("mha", []),
+            probe.observations.get("carried", {}).get("mha", []))
 
 
 def _forward_like(observed, **mistake) -> bool:
@@ -285,8 +290,7 @@ def _nan_gradients_of_empty_rows(probe, results) -> bool:
     right, but backward through the 0/0 still gives NaN, in the gradients of those rows'
     queries only, where the reference's are finite."""
     telling = False
-    for observed in (probe.observations.get("mha", []),
-                     probe.observations.get("carried", {}).get("mha", [])):
+    for observed in module_runs(probe):
         for config, runs, student, ref in observed:
             for run, s, r in zip(runs, student["runs"], ref["runs"]):
                 empty = _empty_rows(run)
@@ -334,9 +338,14 @@ register("shape.no-valueerror",
          lambda p, r: bool(p.observations.get("no_valueerror")))
 
 
+def changed_inputs(observations: dict) -> list[str]:
+    """The functions that changed an input in place, as the grader judged from the bytes."""
+    return sorted({fn for fn, records in observations.get("calls", {}).items()
+                   if any(r.get("mutated") for _, r, _ in records)})
+
+
 def _mutates(probe, results):
-    return any(r.get("mutated") for records in probe.observations.get("calls", {}).values()
-               for _, r, _ in records)
+    return bool(changed_inputs(probe.observations))
 
 
 register("api.mutates-input",
