@@ -415,12 +415,11 @@ class _Reader(ast.NodeVisitor):
 
     def finish(self) -> None:
         """The findings of plain classes that turned out to be some class's base."""
-        offset, self.offset = self.offset, 0
+        self.offset = 0                 # the pending lines are already the whole source's
         for name, line, what in self.pending:
             if "*" in self.bases or name in self.bases or \
                     any(b.endswith("." + name) for b in self.bases):
                 self.note("tampering", line, what)
-        self.offset = offset
 
     def visit_FunctionDef(self, node):
         if node.name in ("__torch_function__", "__torch_dispatch__"):
