@@ -187,7 +187,7 @@ class _Reader(ast.NodeVisitor):
         self.found: dict[str, list[Finding]] = {"forbidden": [], "tampering": []}
         self._seen: set[tuple[str, str]] = set()
         self._parents: list[ast.AST] = []   # the nodes being visited, outermost first
-        self.bases: set[str] = set()        # every class's bases, as written
+        self.values: set[str] = set()       # names loaded other than as the called function
         self.pending: list[tuple[str, int, str]] = []   # plain classes' (class, line, what)
         self.offset = 0                     # the block's first line in the whole source
 
@@ -310,6 +310,9 @@ class _Reader(ast.NodeVisitor):
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load):
             self._module_as_value(node)
+            parent = self._parents[-1] if self._parents else None
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                self.values.add(node.id)      # a name used other than called
         if node.id in ("__builtins__", "__loader__", "__spec__", "__import__"):
             self.note("tampering", node.lineno, f"uses {node.id}")
         self.generic_visit(node)
@@ -323,7 +326,15 @@ class _Reader(ast.NodeVisitor):
             self._attribute_call(func.id, node)
         if isinstance(func, ast.Name) and func.id == "type" and len(node.args) == 3:
             self.note("tampering", node.lineno, "builds a class with type(name, bases, dict)")
+        if isinstance(func, ast.Name) and func.id in ("locals", "vars") and not node.args \
+                and self._in_class_body():       # the class's namespace, written unseen
+            self.note("tampering", node.lineno, f"calls {func.id}() in a class body")
         self.generic_visit(node)
+
+    def _in_class_body(self) -> bool:
+        scopes = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        scope = next((n for n in reversed(self._parents) if isinstance(n, scopes)), None)
+        return isinstance(scope, ast.ClassDef)
 
     def _attribute_call(self, name: str, node: ast.Call) -> None:
         target = node.args[0]
@@ -391,10 +402,9 @@ class _Reader(ast.NodeVisitor):
         if any(k.arg == "metaclass" for k in node.keywords) or \
                 any(_is_name(b, "type") or (self.dotted(b) or "").endswith("Meta") for b in node.bases):
             self.note("tampering", node.lineno, f"class {node.name} has a metaclass")
-        for base in node.bases:       # a computed base (*bases, f(), xs[0]) could be any class
-            self.bases.add(self.dotted(base) or (base.id if isinstance(base, ast.Name) else "*"))
-        # A class of its own (no base but object) overrides nothing of torch's unless it is a
-        # base of another class (a mixin): its findings wait for the end of the source.
+        # A class of its own (no base but object) overrides nothing of torch's while it is
+        # only ever called (instantiated); used any other way (a base, an alias, its methods
+        # taken) it may reach a module: its findings wait for the end of the source.
         plain = all(_is_name(b, "object") for b in node.bases) and not node.keywords
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in MACHINERY:
@@ -414,11 +424,10 @@ class _Reader(ast.NodeVisitor):
             self.note("tampering", line, what)
 
     def finish(self) -> None:
-        """The findings of plain classes that turned out to be some class's base."""
+        """The findings of plain classes whose name turned out to be used other than called."""
         self.offset = 0                 # the pending lines are already the whole source's
         for name, line, what in self.pending:
-            if "*" in self.bases or name in self.bases or \
-                    any(b.endswith("." + name) for b in self.bases):
+            if name in self.values:
                 self.note("tampering", line, what)
 
     def visit_FunctionDef(self, node):

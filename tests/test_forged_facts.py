@@ -294,6 +294,14 @@ REACHES = {
     "a mixin through computed bases": ("import torch\nclass Hide:\n    def __call__(self, *a):\n"
                                        "        return 0\nbases = (Hide, torch.nn.Module)\n"
                                        "class M(*bases):\n    pass\n"),
+    "a plain class's method taken": ("import torch\nclass Hide:\n    def parameters(self):\n"
+                                     "        return iter(())\nclass M(torch.nn.Module):\n"
+                                     "    locals().update(parameters=Hide.parameters)\n"),
+    "a plain class under an alias": ("import torch\nclass Hide:\n    def parameters(self):\n"
+                                     "        return iter(())\nBase = Hide\n"
+                                     "class M(Base, torch.nn.Module):\n    pass\n"),
+    "a class body written through vars()": ("import torch\nclass M(torch.nn.Module):\n"
+                                            "    vars()['parameters'] = lambda self: iter(())\n"),
     "global module hooks": ("import torch\n"
                             "torch.nn.modules.module.register_module_forward_hook(print)\n"),
 }
