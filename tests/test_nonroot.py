@@ -66,18 +66,67 @@ def _hidden_ancestor(path: str) -> str | None:
 
 
 def _as_user(command: list[str], cwd: Path) -> list[str]:
-    """`command`, run as USER, with the interpreter's folders reachable by that user."""
+    """`command`, run as USER, with the interpreter's folders reachable by that user.
+
+    The folders are the interpreter's, its prefix and base prefix (a virtual environment
+    made from a Python kept in a private home: pyenv, conda, a user's own build) and
+    where torch and this project's dependencies are installed. Each that lies below a folder
+    other users may not enter (e.g. /root) is kept reachable: in a private mount namespace,
+    that folder is covered by an empty tmpfs holding only bind mounts of the needed ones."""
     drop = ["setpriv", "--reuid", str(USER), "--regid", str(USER), "--clear-groups",
             "env", "HOME=/tmp", f"PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin"]
-    hidden = _hidden_ancestor(os.path.realpath(sys.executable))
-    if hidden is None:
+    keep = _reachable_pairs()
+    if not keep:
         return drop + command
-    inner = os.path.relpath(os.path.realpath(sys.prefix), hidden).split(os.sep)[0]
-    script = ('set -e; keep=$(mktemp -d); mount --bind "$1/$2" "$keep"; '
-              'mount -t tmpfs -o mode=0755 tmpfs "$1"; mkdir "$1/$2"; '
-              'mount --move "$keep" "$1/$2"; shift 2; cd "$0"; exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
-            str(cwd), hidden, inner] + drop + command
+    return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-c",
+            UNCOVER, str(cwd), json.dumps(keep)] + drop + command
+
+
+#: Run as root in the private mount namespace: each hidden folder gets an empty tmpfs in
+#: which only the needed folders below it appear (bind mounts), then the command runs.
+UNCOVER = """
+import json, os, subprocess, sys, tempfile
+cwd, keep = sys.argv[1], json.loads(sys.argv[2])
+by_hidden = {}
+for hidden, inner in keep:
+    by_hidden.setdefault(hidden, []).append(inner)
+for hidden, inners in by_hidden.items():
+    held = []
+    for inner in inners:
+        spare = tempfile.mkdtemp()
+        subprocess.run(["mount", "--bind", os.path.join(hidden, inner), spare], check=True)
+        held.append((inner, spare))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", hidden], check=True)
+    for inner, spare in held:
+        os.makedirs(os.path.join(hidden, inner), exist_ok=True)
+        subprocess.run(["mount", "--move", spare, os.path.join(hidden, inner)], check=True)
+os.chdir(cwd)
+os.execvp(sys.argv[3], sys.argv[3:])
+"""
+
+
+def _needed_folders() -> set[str]:
+    """What the grader's interpreter reads: its binary, its prefixes, its packages."""
+    import site
+    import sysconfig
+    import torch
+    folders = {os.path.dirname(os.path.realpath(sys.executable)), sys.prefix, sys.base_prefix,
+               sys.exec_prefix, sys.base_exec_prefix, sysconfig.get_paths()["stdlib"],
+               sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+               os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))}
+    folders |= set(site.getsitepackages())
+    return {os.path.realpath(f) for f in folders if f and os.path.isdir(f)}
+
+
+def _reachable_pairs() -> list[list[str]]:
+    """[hidden folder, its child to keep] for every needed folder below a hidden one."""
+    pairs = set()
+    for folder in _needed_folders():
+        hidden = _hidden_ancestor(os.path.join(folder, "x"))
+        inner = os.path.relpath(folder, hidden).split(os.sep)[0] if hidden else "."
+        if inner not in (".", ".."):
+            pairs.add((hidden, inner))
+    return sorted([list(p) for p in pairs])
 
 
 #: Run before the driver: no user namespace can be made from then on (a seccomp filter
