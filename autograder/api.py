@@ -14,6 +14,7 @@ from . import carry, diagnoses, integrity, scoring, source_facts, submission, va
 from .checks.module import forbidden_seen
 from .errors import UsageError
 from .model import Fact, Report, Status
+from .parts import BUILT_ON
 from .runner import run_check
 from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
@@ -39,7 +40,8 @@ class Grader:
     """Holds what grading many submissions shares: the zygote, the rubric, the reference cache."""
 
     def __init__(self, *, rubric=None, device: str = "auto", public_only: bool = False,
-                 seed: int | None = None, hide=(), memory_bytes: int = MEMORY):
+                 seed: int | None = None, hide=(), memory_bytes: int = MEMORY,
+                 rules: bool = True):
         torch.set_num_threads(1)   # tiny tensors: threads only add overhead (and spin under load)
         self.checks = registry.load_all()
         self.rubric = scoring.load_rubric(rubric, known=set(self.checks))
@@ -53,6 +55,9 @@ class Grader:
                                                  ".git")] + [str(Path(h).resolve()) for h in hide]
         self.timeouts = dict(TIMEOUTS)
         self.memory = int(memory_bytes)
+        #: the code rules compiled into every submission (``sandbox.rules``); only the tests
+        #: of the sandbox's isolation turn them off, to try that layer alone
+        self.rules = bool(rules)
         self._reference_cache: dict = {}
         # The reference seeds torch's global RNG (probes.build): threads sharing this Grader
         # (autograder.batch) must not interleave there, or the reference values would change.
@@ -78,12 +83,12 @@ class Grader:
         sub = submission.load(path)
         variant = variant or variants.DEFAULT
         seed = self.seed if variant.seed is None else variant.seed
-        facts = source_facts.read(sub.source, self._trusted_cells()) if not sub.problem \
-            else source_facts.SourceFacts()
+        facts = source_facts.read(sub.source, sub.cells, self._trusted_cells()) \
+            if not sub.problem else source_facts.SourceFacts()
         sandbox = self._sandbox(sub)
         try:
             probe = self._probe(sub, sandbox, seed, variant)
-            probe.observations["source"] = facts
+            probe.observations.update(source=facts, guarded=self.rules)
             results, passed = [], self._ungated()
             # The numeric questions are the notebook's: a .py module is not asked them.
             asked = sub.name.endswith(".ipynb")
@@ -96,7 +101,7 @@ class Grader:
             strict = results
             if sandbox is not None and not sub.problem:
                 results = self._carry_forward(sub, sandbox, seed, variant, facts, results,
-                                              probe.observations)
+                                              probe)
             found = diagnoses.diagnose(probe, strict)
             if not self.rubric.carry_forward:
                 results = strict
@@ -104,13 +109,9 @@ class Grader:
             if sandbox is not None:
                 sandbox.close()
         forbidden = bool(forbidden_seen(probe.observations))
-        untrusted = frozenset(c.name for c in self.selected() if c.instruments) \
-            if facts.tampering else frozenset()
-        results, notes = scoring.score(results, self.rubric, forbidden=forbidden,
-                                       untrusted=untrusted,
-                                       tampering="; ".join(map(str, facts.tampering[:3])))
-        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + notes + \
-            probe.observations.get("grader_faults", [])      # runner.grader_fault
+        results, notes = scoring.score(results, self.rubric, forbidden=forbidden)
+        notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
+            probe.observations) + notes + probe.observations.get("grader_faults", [])
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:
@@ -122,30 +123,47 @@ class Grader:
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes),
                       _facts(facts, probe.observations))
 
-    def _carry_forward(self, sub, sandbox, seed, variant, facts, results, seen: dict) -> list:
-        """The failed checks graded again with the wrong parts answered by the reference
-        (error carried forward): what passes then lost points only through those parts. What
-        the pass saw goes to ``seen["carried"]`` (the module's own mistakes, alone, for the
-        diagnoses), whatever the rubric then does with the points."""
-        wrong = carry.wrong_parts(results)
+    def _carry_forward(self, sub, sandbox, seed, variant, facts, results, strict) -> list:
+        """The failed checks graded again with the wrong parts their own part is built on
+        answered by the reference (error carried forward): what passes then lost points only
+        through those parts. Then the measurements those checks held back, graded on the
+        student's own code. What the carried pass saw goes to ``strict.observations
+        ["carried"]`` (the module's own mistakes, alone, for the diagnoses; its forbidden
+        calls count as the strict pass's), whatever the rubric then does with the points."""
+        wrong = carry.wrong_parts(results, self.checks)
         by_name = {r.name: r for r in results}
         redo = [c for c in self.selected() if c.name in by_name
                 and by_name[c.name].status in (Status.FAILED, Status.ERROR)
-                and carry.parts_for(c.name, wrong)]
-        if not wrong or not redo:
+                and carry.parts_for(c, wrong)]
+        if not redo:
             return results
         probe = self._probe(sub, sandbox, seed, variant, carried=True)
-        probe.observations["source"] = facts
+        probe.observations.update(source=facts, guarded=self.rules)
         passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated()
         for check in redo:
-            parts = carry.parts_for(check.name, wrong)
+            parts = carry.parts_for(check, wrong)
             probe.observations.update(current=check.name, carry=parts)
             again = run_check(check, probe, self.rubric.points[check.name], passed, self.has_cuda)
             if again.status is Status.PASSED:
                 by_name[check.name] = carry.note(again, parts)
             elif by_name[check.name].blocked_by and not again.blocked_by:
                 by_name[check.name] = carry.graded_given(again, parts)  # its own failure now
-        seen["carried"] = probe.observations
+        strict.observations["carried"] = probe.observations
+        for check in self.selected():           # measurements the carried checks held back
+            held = by_name.get(check.name)
+            if held is not None and held.blocked_by and check.kind == "instrument" and \
+                    all(name in passed for name in check.requires):
+                strict.observations["current"] = check.name
+                again = run_check(check, strict, self.rubric.points[check.name], passed,
+                                  self.has_cuda)
+                if again.status is Status.ERROR and check.instruments == {"trace"}:
+                    # the student's own forward does not run with its wrong parts: its cost
+                    # is read with them answered, the answers counted at the reference's cost
+                    parts = wrong & set(BUILT_ON["MultiHeadAttention"])
+                    probe.observations.update(current=check.name, carry=parts)
+                    again = run_check(check, probe, self.rubric.points[check.name], passed,
+                                      self.has_cuda)
+                by_name[check.name] = carry.released(again, held.blocked_by)
         return [by_name[r.name] for r in results]
 
     def _ungated(self) -> set[str]:
@@ -167,7 +185,8 @@ class Grader:
             self._warm = True
         limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=self.memory)
         config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
-                  "memory_bytes": self.memory, "host_uid": os.getuid(), "host_gid": os.getgid()}
+                  "memory_bytes": self.memory, "host_uid": os.getuid(), "host_gid": os.getgid(),
+                  "rules": self.rules}
         t = self.timeouts
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
@@ -175,7 +194,9 @@ class Grader:
     def _probe(self, sub, sandbox, seed: int, variant, carried: bool = False) -> registry.Probe:
         """Both sides seen through probes. ``carried``: the student's module (or part) is run
         with the parts in ``observations["carry"]`` answered by the reference (``carry``)."""
-        observations: dict = {}
+        # the code rules broken, as the sandbox's guard reports them (the host's list, kept
+        # up to date as answers come)
+        observations: dict = {"rules": sandbox.rules_broken if sandbox is not None else []}
 
         def student(name, group, kwargs):
             if sandbox is None:
@@ -207,18 +228,32 @@ class Grader:
                               observations=observations, variant=variant)
 
 
+def _rule_notes(observations: dict) -> list[str]:
+    """The code rules the submission broke, for the student (public): read before anything
+    ran, and refused while it ran."""
+    from .diagnoses.structure import code_rules_broken
+    broken = code_rules_broken(observations)
+    if not broken:
+        return []
+    return [f"your code breaks the code rules (docs/contract.md, 'Code rules'); each of these "
+            f"lines raises instead of running: {'; '.join(broken[:5])}"
+            + (f" (and {len(broken) - 5} more)" if len(broken) > 5 else "")]
+
+
 def _facts(source, observations: dict) -> tuple[Fact, ...]:
     """The facts the structural verdicts rested on, each with who established it."""
+    from .diagnoses.structure import code_rules_broken
     from .diagnoses.values import changed_inputs
     changed = changed_inputs(observations)
-    return (Fact("reaches for the grader's instruments", [str(f) for f in source.tampering],
-                 "source"),
+    return (Fact("code rules broken", code_rules_broken(observations), "grader"),
             Fact("forbidden built-ins named in the code", [str(f) for f in source.forbidden],
                  "source"),
-            Fact("forbidden built-ins seen called", sorted(observations.get("forbidden", ())),
-                 "sandbox"),
+            Fact("forbidden built-ins reached or called",
+                 sorted(set(observations.get("forbidden", ()))
+                        | set(observations.get("carried", {}).get("forbidden", ()))), "sandbox"),
             Fact("functions that changed an input in place", changed, "grader"),
-            Fact("sandbox measurements trusted", not source.tampering, "grader"))
+            Fact("code rules enforced in the sandbox", observations.get("guarded", True),
+                 "grader"))
 
 
 def _fingerprint(value) -> str:

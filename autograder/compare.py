@@ -21,6 +21,15 @@ class CheckFailed(Exception):
     """The submission answered, and the answer is wrong; the message is the feedback."""
 
 
+class Blocked(CheckFailed):
+    """Not graded yet: what the check is about does not work, so it can prove nothing. Scores
+    like a failure, but the report shows it held back, by what (``by``: checks, by name)."""
+
+    def __init__(self, message: str, *, by):
+        super().__init__(message)
+        self.by = tuple(by)
+
+
 class SkipCheck(Exception):
     """The grader cannot run this check here (e.g. no CUDA); decided by the grader only."""
 

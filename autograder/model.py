@@ -28,8 +28,16 @@ class Check:
     requires: tuple = ()           #: checks that must pass first, else this one fails unearned
     doc: str = ""                  #: what it checks, from the docstring (cites the SPEC)
     #: the sandbox's measurements its verdict rests on ("exception", "mutation", "parameters",
-    #: "forbidden", "trace", "device", "precision"); void for code that reaches for them
+    #: "forbidden", "trace", "device", "precision"), for the reader of the report
     instruments: frozenset = frozenset()
+    #: the part of the API it is about: one of ``submission.API``, "conventions" (checks that
+    #: span the API) or "questions" (the notebook's numeric questions)
+    part: str = "conventions"
+    #: what it holds the part to: "values" (its answers: these decide whether the part is
+    #: right, for error carried forward), "raises", "structure" (weights, heads) or
+    #: "instrument" (a measurement of the running code: cost, device, precision, purity,
+    #: built-ins; never graded again with parts answered by the reference), "question"
+    kind: str = "values"
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class CheckResult:
     feedback: str = ""
     hidden: bool = True
     blocked_by: tuple = ()         #: not graded: these checks it requires did not pass
+    part: str = ""                 #: the API part it is about (``Check.part``)
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,7 @@ class Report:
 
 def _check_dict(r: CheckResult) -> dict:
     """One check of the JSON; ``blocked_by`` only where the check was held back."""
-    data = {"name": r.name, "group": r.group, "score": round(r.score, 4),
+    data = {"name": r.name, "group": r.group, "part": r.part, "score": round(r.score, 4),
             "max_score": round(r.max_score, 4), "status": r.status.value, "feedback": r.feedback}
     if r.blocked_by:
         data["blocked_by"] = list(r.blocked_by)

@@ -29,6 +29,12 @@ QUESTIONS = "questions"               #: the numeric questions (``questions.*``)
 PARTS = API + (CONVENTIONS, QUESTIONS)   #: every part; the notebook gives them their order
 NO_PUBLIC_CELL = (CONVENTIONS, QUESTIONS)
 PUBLIC, HIDDEN = "test_", "hidden_"   #: grade_id prefixes of a part's two autograded cells
+#: The contract's dependency graph: a part -> the parts it is built from, which error carried
+#: forward may answer with the reference's (the module on its six parts; attention_pool on
+#: masked_softmax). Nothing else is built on another part.
+BUILT_ON = {"MultiHeadAttention": ("project", "project_heads", "split_heads", "concat_heads",
+                                   "masked_softmax", "attention_pool"),
+            "attention_pool": ("masked_softmax",)}
 #: Diagnosis code area -> check groups where that kind of mistake shows (TAXONOMY areas)
 AREAS = {"shape": ("shape",), "proj": ("project", "mha"), "split": ("split",),
          "concat": ("concat",), "pool": ("pool",), "mask": ("softmax", "pool", "mha"),
@@ -37,7 +43,12 @@ AREAS = {"shape": ("shape",), "proj": ("project", "mha"), "split": ("split",),
 
 
 def part_of(check: str) -> str:
-    """The part a check belongs to: its API name (``split_heads.values`` -> ``split_heads``)."""
+    """The part a check belongs to, as the check declares it (``Check.part``); a name the
+    registry does not know (an older report's) goes by its API name, else ``conventions``."""
+    from .checks import load_all
+    known = load_all().get(check)
+    if known is not None:
+        return known.part
     prefix = check.split(".")[0]
     return prefix if prefix in API or prefix == QUESTIONS else CONVENTIONS
 

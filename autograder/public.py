@@ -24,10 +24,12 @@ def checks(rubric) -> list:
 
 
 def api_of(check_name: str) -> str | None:
-    """The API name a check tests (``split_heads.raises`` -> ``split_heads``), None for the
-    checks that span the whole API (``functions.pure``, ``cost.*``, ``device.*``)."""
-    prefix = check_name.split(".")[0]
-    return prefix if prefix in API else None
+    """The API name a check tests (its declared part: ``split_heads.raises`` ->
+    ``split_heads``), None for the checks that span the whole API (``functions.pure``,
+    ``cost.*``, ``device.*``)."""
+    known = registry.load_all().get(check_name)
+    part = known.part if known is not None else check_name.split(".")[0]
+    return part if part in API else None
 
 
 def points(rubric) -> dict[str, float]:

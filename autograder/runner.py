@@ -18,7 +18,7 @@ import logging
 import traceback
 from pathlib import Path
 
-from .compare import CheckFailed, SkipCheck
+from .compare import Blocked, CheckFailed, SkipCheck
 from .model import Check, CheckResult, Status
 from .sandbox.host import GraderError, StudentError, sanitize
 
@@ -31,7 +31,8 @@ def run_check(check: Check, probe, points: float, passed: set[str], has_cuda: bo
     def result(status: Status, feedback: str = "", blocked_by=()) -> CheckResult:
         earned = points if status is Status.PASSED else 0.0
         return CheckResult(check.name, check.group, status, earned, points,
-                           sanitize(feedback, FEEDBACK_LIMIT), check.hidden, tuple(blocked_by))
+                           sanitize(feedback, FEEDBACK_LIMIT), check.hidden, tuple(blocked_by),
+                           check.part)
 
     if "cuda" in check.needs and not has_cuda:
         return result(Status.SKIPPED, "skipped: the grading machine has no CUDA device")
@@ -41,6 +42,8 @@ def run_check(check: Check, probe, points: float, passed: set[str], has_cuda: bo
                       "only counts for an implementation that otherwise works", blocked_by=missing)
     try:
         check.body(probe)
+    except Blocked as e:
+        return result(Status.FAILED, str(e), blocked_by=e.by)
     except CheckFailed as e:
         return result(Status.FAILED, str(e))
     except StudentError as e:

@@ -67,25 +67,15 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
                   carry_forward=carry_forward, path=str(path))
 
 
-def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False,
-          untrusted: frozenset = frozenset(), tampering: str = ""
+def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
           ) -> tuple[list[CheckResult], list[str]]:
     """Apply the rubric's policies; returns the final results and notes for the report.
 
-    ``forbidden``: the submission was seen calling a built-in attention the SPEC forbids.
-    ``untrusted``: the checks whose verdict rests on the sandbox's instruments, void because
-    the source reaches for them (``tampering`` says where).
+    ``forbidden``: the submission uses a built-in attention the SPEC forbids (named in its
+    code, or reached or called while it ran).
     """
     notes = []
     results = list(results)
-    if untrusted:
-        results = [replace(r, score=0.0, status=Status.FAILED,
-                           feedback=(r.feedback + " " if r.feedback else "")
-                           + "(0 points: the code reaches for the grader's instruments, so what "
-                           "they measured cannot be trusted)")
-                   if r.name in untrusted and r.status is Status.PASSED else r for r in results]
-        notes.append("the checks that rest on the sandbox's measurements score 0: the code "
-                     f"reaches for the grader's instruments ({tampering})")
     void = rubric.forbidden_voids_group
     if void and forbidden:
         results = [replace(r, score=0.0, status=Status.FAILED,

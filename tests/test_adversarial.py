@@ -73,6 +73,16 @@ def grader():
 
 
 @pytest.fixture(scope="module")
+def bare():
+    """A grader without the code rules: the sandbox's isolation and the boundary's checks,
+    tried alone (defence in depth: each layer must hold by itself)."""
+    g = api.Grader(seed=4321, rules=False)
+    g.timeouts.update({"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0})
+    yield g
+    g.close()
+
+
+@pytest.fixture(scope="module")
 def reference(grader):
     report = grader.grade(ROOT / "solutions" / "mha.py")
     assert report.score == report.max_score
@@ -118,17 +128,30 @@ def test_our_attacks(grader, reference, path):
     grade_safely(grader, path, reference, limit=90)
 
 
-def test_reading_proc_finds_nothing(grader, reference):
-    """Is /proc snooping answered with nothing to delegate to (not-implemented errors)?"""
-    report = grade_safely(grader, ROOT / "tests/submissions/attacks/proc_snoop.py", reference, 60)
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ATTACKS, ids=[p.stem for p in ATTACKS])
+def test_our_attacks_without_the_code_rules(bare, reference, path):
+    """Without the code rules (which refuse most of these before they act), does the sandbox
+    alone still end each attack as its header says?"""
+    grade_safely(bare, path, reference, limit=90)
+
+
+def test_reading_proc_finds_nothing(bare, reference):
+    """Is /proc snooping answered with nothing to delegate to (not-implemented errors), by the
+    sandbox alone?"""
+    report = grade_safely(bare, ROOT / "tests/submissions/attacks/proc_snoop.py", reference, 60)
     assert any("not implemented" in r.feedback for r in report.results)
 
 
-def test_a_patched_probe_module_is_caught(grader, reference):
-    """Forged probe answers of the wrong form are errors that name it."""
-    report = grade_safely(grader, ROOT / "tests/submissions/attacks/patch_probes.py", reference,
+def test_a_patched_probe_module_is_caught(bare, grader, reference):
+    """Forged probe answers of the wrong form are errors that name it, by the boundary alone;
+    under the code rules the patch is refused where it stands."""
+    report = grade_safely(bare, ROOT / "tests/submissions/attacks/patch_probes.py", reference,
                           60)
     assert any("wrong form" in r.feedback for r in report.results)
+    report = grade_safely(grader, ROOT / "tests/submissions/attacks/patch_probes.py", reference,
+                          60)
+    assert "api.breaks-code-rules" in {d.code for d in report.diagnoses}
 
 
 @pytest.mark.skipif(not CATALOGUED, reason=f"no shared catalogue at {CATALOGUE}")

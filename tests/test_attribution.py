@@ -206,3 +206,97 @@ def test_a_function_that_does_not_keep_the_dtype_is_charged_there(grader, tmp_pa
     assert "keep the inputs' dtype" in check(report, "masked_softmax.values")["feedback"]
     assert "dtype.forces-float32" in {d["code"] for d in report["diagnoses"]}
     assert report["score"] >= 85
+
+
+# ------------------------------------------------------------------------------------------
+# Error carried forward along the contract's dependency graph only
+
+CIRCLE = '''
+def masked_softmax(scores, valid_lens=None):
+    if valid_lens is not None and attention_pool is not _own_pool:   # answered by the grader?
+        n_k = scores.shape[-1]
+        eye = torch.eye(n_k, dtype=scores.dtype, device=scores.device)
+        return attention_pool(scores, eye * math.sqrt(n_k), eye, valid_lens)[1]
+    return torch.softmax(scores, dim=-1)                            # never masks
+
+
+def attention_pool(Q, K, V, valid_lens=None):
+    weights = masked_softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), valid_lens)
+    return weights @ V, weights
+
+
+_own_pool = attention_pool
+'''
+
+
+def test_two_wrong_parts_cannot_answer_for_each_other(grader, tmp_path):
+    """masked_softmax is never graded with attention_pool answered by the reference (a part's
+    own checks are its own), so asking the 'proxy' earns nothing (round 3, c04)."""
+    honest = grade(grader, tmp_path, CIRCLE.replace("if valid_lens is not None and", "if False and"))
+    circle = grade(grader, tmp_path, CIRCLE)
+    assert check(circle, "masked_softmax.masked")["status"] == "failed"
+    assert circle["score"] <= honest["score"] + 1e-6 < 100
+
+
+def test_a_part_is_graded_with_only_the_parts_it_is_built_on_answered(grader, tmp_path):
+    """attention_pool's checks are graded with a correct masked_softmax (it is built on it);
+    the module's with every wrong part; the parts' own checks with none."""
+    report = grade(grader, tmp_path, CIRCLE.replace("if valid_lens is not None and",
+                                                    "if False and"))
+    pool = check(report, "attention_pool.masked")
+    assert pool["status"] == "passed" and "given a correct masked_softmax" in pool["feedback"]
+    assert check(report, "masked_softmax.masked")["status"] == "failed"
+    assert "given a correct" in check(report, "MultiHeadAttention.masked")["feedback"]
+
+
+LOOP_ON_A_CRASHING_PART = '''
+def masked_softmax(scores, valid_lens=None, _inner=masked_softmax):
+    return _inner(scores.float(), valid_lens)            # float32 out: the module crashes
+
+
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        pairs = [attention_pool(Q[:, j:j + 1], K[:, j:j + 1], V[:, j:j + 1], valid_lens)
+                 for j in range(self.num_heads)]
+        return torch.cat([o for o, _ in pairs], 1), torch.cat([w for _, w in pairs], 1)
+'''
+
+
+def test_work_done_by_answered_parts_is_counted_at_the_references_cost(grader, tmp_path):
+    """A forward that cannot run with its own wrong part has its cost read with the part
+    answered; each answer counts what the reference's part cost, so a Python loop over heads
+    around an answered attention_pool still grows with num_heads."""
+    report = grade(grader, tmp_path, LOOP_ON_A_CRASHING_PART)
+    parallel = check(report, "cost.parallel")
+    assert parallel["status"] == "failed" and "grows with num_heads" in parallel["feedback"], \
+        parallel
+    vectorised = grade(grader, tmp_path, LOOP_ON_A_CRASHING_PART.split("\n\nclass")[0])
+    assert check(vectorised, "cost.parallel")["status"] == "passed"
+
+
+@pytest.mark.parametrize("fn, args", [
+    ("attention_pool", "Q (4, 2, 3), K (1, 5, 3), V (1, 5, 3): other leading axes"),
+    ("masked_softmax", "scores (2, 3, 4), valid_lens float"),
+    ("split_heads", "X (2, 3, 12), num_heads True"),
+    ("concat_heads", "X (2, 3, 4): 3-d"),
+    ("attention_pool", "an answer of 2**21 elements"),
+])
+def test_an_answered_part_takes_only_the_calls_the_contract_allows(fn, args):
+    import torch
+
+    from autograder import carry
+    calls = {
+        "Q (4, 2, 3), K (1, 5, 3), V (1, 5, 3): other leading axes":
+            [torch.ones(4, 2, 3), torch.ones(1, 5, 3), torch.ones(1, 5, 3)],
+        "scores (2, 3, 4), valid_lens float": [torch.ones(2, 3, 4), torch.ones(2)],
+        "X (2, 3, 12), num_heads True": [torch.ones(2, 3, 12), True],
+        "X (2, 3, 4): 3-d": [torch.ones(2, 3, 4)],
+        "an answer of 2**21 elements": [torch.ones(1, 1024, 1), torch.ones(1, 1024, 1),
+                                        torch.ones(1, 1024, 1024)],
+    }
+    answer = carry.answer({"fn": fn, "mode": "value", "args": calls[args]}, {fn})
+    assert "raised" in answer and "answer" not in answer, answer
+    fine = carry.answer({"fn": "attention_pool", "mode": "value",
+                         "args": [torch.ones(2, 4, 3), torch.ones(2, 5, 3), torch.ones(2, 5, 2)]},
+                        {"attention_pool"})
+    assert "answer" in fine and fine["cost"]["flops"] > 0

@@ -144,7 +144,11 @@ def test_json_output_matches_the_spec(tmp_path):
     assert isinstance(data["score"], float) and isinstance(data["max_score"], float)
     assert data["seed"] == 7
     for c in data["checks"]:
-        assert set(c) == {"name", "group", "score", "max_score", "status", "feedback"}
+        # the SPEC's keys, plus the compatible extra "part" (the API part the check is about)
+        assert set(c) == {"name", "group", "part", "score", "max_score", "status", "feedback"}
+        assert c["part"] in ("head_weight_shape", "project", "project_heads", "split_heads",
+                             "concat_heads", "masked_softmax", "attention_pool",
+                             "MultiHeadAttention", "conventions", "questions")
         assert c["status"] in ("passed", "failed", "error", "skipped")
     assert isinstance(data["diagnoses"], list)
 

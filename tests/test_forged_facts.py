@@ -1,9 +1,10 @@
-"""Facts a submission cannot forge: the grader reads the source itself, judges input changes
-from the bytes it sent and got back, and lists parameters with nn.Module's own methods.
+"""Facts a submission cannot forge: the code rules keep graded code from the sandbox's
+instruments (``sandbox/rules.py``), the grader judges input changes from the bytes it sent and
+got back, and lists parameters from the module's own dicts (no method of its class runs).
 
 Each attack below is correct-valued code that breaks a rule (the honest twin, graded as is)
 plus a trick that would make the sandbox's instruments say the rule holds. The attack may
-earn no more than its honest twin, and the grader names the reach for its instruments.
+earn no more than its honest twin, and the report names the code rule the trick broke.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import textwrap
 
 import pytest
 
-from autograder import api, source_facts, submission
+from autograder import api
 
 BASE = '''
 import math
@@ -180,6 +181,11 @@ importlib.import_module("probes").SYNC_OPS.clear()
 }
 
 
+#: Tricks that break no code rule: overriding one's own class's methods is ordinary Python;
+#: it earns nothing because the probes read the module's dicts, not its methods.
+NO_RULE_BROKEN = {"extra-param"}
+
+
 def twin(name: str) -> str:
     return BASE + textwrap.dedent(ATTACKS[name][0])
 
@@ -209,13 +215,17 @@ def test_a_forged_fact_earns_nothing_and_is_named(grader, tmp_path, name):
     assert forged["score"] <= honest["score"] + 1e-6, (name, forged["score"], honest["score"])
     assert honest["score"] < 100, f"{name}: the honest twin breaks no rule the grader sees"
     codes = {d["code"] for d in forged["diagnoses"]}
-    assert "api.tampers-with-grader" in codes, (name, codes, forged["notes"])
-    assert "api.tampers-with-grader" not in {d["code"] for d in honest["diagnoses"]}
+    if name in NO_RULE_BROKEN:         # ordinary Python that the probes simply do not heed
+        assert codes == {d["code"] for d in honest["diagnoses"]}, (codes, honest["diagnoses"])
+        return
+    assert "api.breaks-code-rules" in codes, (name, codes, forged["notes"])
+    assert "api.breaks-code-rules" not in {d["code"] for d in honest["diagnoses"]}
     facts = {f["name"]: f for f in forged["facts"]}      # who established what, in the report
-    assert facts["reaches for the grader's instruments"]["established_by"] == "source"
-    assert facts["reaches for the grader's instruments"]["value"]
-    assert facts["sandbox measurements trusted"]["value"] is False
-    assert {f["name"]: f["value"] for f in honest["facts"]}["sandbox measurements trusted"]
+    assert facts["code rules broken"]["established_by"] == "grader"
+    assert facts["code rules broken"]["value"]
+    assert facts["code rules enforced in the sandbox"]["value"] is True
+    assert {f["name"]: f["value"] for f in honest["facts"]}["code rules broken"] == []
+    assert any("code rules" in n for n in forged["notes"])   # public: the student sees it
 
 
 def test_the_base_is_correct_and_clean(grader, tmp_path):
@@ -242,162 +252,68 @@ def test_parameters_hidden_by_an_override_are_counted(grader, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# The source reader on its own
+# The probes read a module through its dicts: overriding its methods changes nothing they see
 
-REACHES = {
-    "sys.modules": "import sys\nm = sys.modules['probes']\n",
-    "frames": "import sys\nf = sys._getframe(1)\n",
-    "frame attribute": "def f(e):\n    return e.__traceback__.tb_frame.f_back\n",
-    "gc": "import gc\ngc.get_objects()\n",
-    "ctypes": "from ctypes import CDLL\n",
-    "inspect": "import inspect as i\n",
-    "exec": "exec('x = 1')\n",
-    "dunder import": "t = __import__('torch')\n",
-    "importlib": "import importlib\n",
-    "computed getattr on torch": "import torch\nname = 'eq'\nf = getattr(torch, name)\n",
-    "setattr on torch": "import torch\nsetattr(torch, 'equal', None)\n",
-    "monkeypatch": "import torch\ntorch.equal = lambda a, b: True\n",
-    "monkeypatch alias": "import torch\nT = torch.Tensor\nT.__eq__ = None\n",
-    "monkeypatch self alias": ("import torch\nclass A:\n    def __init__(self):\n"
-                               "        self.F = torch.nn.functional\n"
-                               "        self.F.softmax = None\n"),
-    "monkeypatch from-import": "from torch import nn\nnn.Module.parameters = None\n",
-    "builtins": "import builtins\nbuiltins.isinstance = None\n",
-    "__builtins__": "x = globals()['__builtins__']\n",
-    "torch._C": "import torch\nm = torch._C._get_dispatch_mode\n",
-    "torch.ops": "import torch\nf = torch.ops.aten.mm\n",
-    "torch.library": "import torch.library\n",
-    "override parameters": ("from torch import nn\nclass M(nn.Module):\n"
-                            "    def parameters(self, recurse=True):\n        return iter(())\n"),
-    "override __getattr__": ("from torch import nn\nclass M(nn.Module):\n"
-                             "    def __getattr__(self, name):\n        return 1\n"),
-    "__torch_function__": ("import torch\nclass T(torch.Tensor):\n    @classmethod\n"
-                           "    def __torch_function__(cls, f, t, a=(), k=None):\n        return 0\n"),
-    "metaclass": "class Meta(type):\n    pass\nclass E(ValueError, metaclass=Meta):\n    pass\n",
-    "subclasses": "x = object.__subclasses__()\n",
-    "object.__setattr__": "class A:\n    def f(self):\n        object.__setattr__(self, 'x', 1)\n",
-    "the sandbox's modules": "import worker\n",
-    "sys through torch": "import torch\nm = torch.cuda.sys.modules\n",
-    "a computed object changed": "import torch\ntype(torch.ones(1)).__eq__ = None\n",
-    "a module handed to a function": ("import torch\ndef patch(m):\n    m.equal = None\n"
-                                      "patch(torch)\n"),
-    "a module in a container": "import torch\nbox = [torch]\nbox[0].equal = None\n",
-    "globals by key": "import torch\nglobals()['torch'].equal = None\n",
-    "sys through os": "import os\nm = os.sys.modules\n",
-    "the seed the grader set": "import torch\nif torch.initial_seed() == 0:\n    pass\n",
-    "the random state": "from torch import random\nstate = random.get_rng_state()\n",
-    "meta device": "def f(x):\n    return 'cpu' if not x.is_meta else x.device\n",
-    "meta by name": "def f(x):\n    return x.device.type == 'meta'\n",
-    "a mixin overriding parameters": ("import torch\nclass Hide:\n    def parameters(self):\n"
-                                      "        return iter(())\n"
-                                      "class M(Hide, torch.nn.Module):\n    pass\n"),
-    "a mixin through computed bases": ("import torch\nclass Hide:\n    def __call__(self, *a):\n"
-                                       "        return 0\nbases = (Hide, torch.nn.Module)\n"
-                                       "class M(*bases):\n    pass\n"),
-    "a plain class's method taken": ("import torch\nclass Hide:\n    def parameters(self):\n"
-                                     "        return iter(())\nclass M(torch.nn.Module):\n"
-                                     "    locals().update(parameters=Hide.parameters)\n"),
-    "a plain class under an alias": ("import torch\nclass Hide:\n    def parameters(self):\n"
-                                     "        return iter(())\nBase = Hide\n"
-                                     "class M(Base, torch.nn.Module):\n    pass\n"),
-    "a class body written through vars()": ("import torch\nclass M(torch.nn.Module):\n"
-                                            "    vars()['parameters'] = lambda self: iter(())\n"),
-    "global module hooks": ("import torch\n"
-                            "torch.nn.modules.module.register_module_forward_hook(print)\n"),
-}
+OVERRIDES = '''
+class MultiHeadAttention(MultiHeadAttention):
+    def parameters(self, recurse=True):
+        return iter(())
 
-CLEAN = {
-    "the reference": (api.PROJECT / "solutions" / "mha.py").read_text(),
-    "the base": BASE,
-    "a plain class with __call__ and to()": ("class ScaledDotProduct:\n"
-                                             "    def __init__(self, p):\n        self.p = p\n"
-                                             "    def __call__(self, q, k):\n"
-                                             "        return q @ k.transpose(-2, -1) / self.p ** 0.5\n"
-                                             "    def to(self, unit):\n        return self\n"),
-    "unusual but fine": '''
-import os
-import sys
-import time
-import warnings
-from dataclasses import dataclass
-from typing import Optional
+    def named_parameters(self, *args, **kwargs):
+        return iter(())
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch.nn import functional
-from torch import einsum
+    def named_modules(self, *args, **kwargs):
+        return iter([("", self)])
+
+    def __getattr__(self, name):
+        return super().__getattr__(name)
+
+    def to(self, *args, **kwargs):
+        return self
+'''
 
 
-@dataclass
-class Sizes:
-    d: int
+def test_a_module_that_overrides_what_the_probes_once_called_is_graded_as_it_is(grader, tmp_path):
+    """parameters(), named_modules(), to() ... overridden: ordinary Python, no rule broken, and
+    nothing the probes read changes (a correct module keeps full marks)."""
+    report = grade(grader, tmp_path, "overrides", BASE + textwrap.dedent(OVERRIDES))
+    assert report["score"] == 100.0, [(c["name"], c["feedback"][:200]) for c in report["checks"]
+                                      if c["status"] not in ("passed", "skipped")]
+    assert report["diagnoses"] == []
 
 
-class M(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        for role in ("q", "k"):
-            setattr(self, f"W_{role}", torch.nn.Linear(2, 2))
-        self.act = torch.softmax
+def test_the_modules_own_train_is_used_and_its_effect_checked(grader, tmp_path):
+    """Heads kept in a plain list, with train() passing the mode on to them: correct, so full
+    marks (the grader calls the module's own train()/eval()); a train() that leaves the
+    module in training mode is that module's mistake, named by the probe."""
+    heads = BASE + textwrap.dedent('''
+        class MultiHeadAttention(MultiHeadAttention):
+            def __init__(self, d_model, num_heads, **kw):
+                super().__init__(d_model, num_heads, **kw)
+                self.dropouts = [nn.Dropout(kw.get("dropout", 0.0))]   # not a submodule
 
-    def forward(self, x):
-        print(type(self).__name__, self.__class__.__name__, file=sys.stderr)
-        w = getattr(self, "W_q")
-        scores = einsum("bqd,bkd->bqk", w(x), getattr(self, "W_" + "k")(x))
-        lowest = torch.finfo(scores.dtype).min
-        path = os.path.join("a", "b")
-        warnings.warn("fine")
-        return F.softmax(scores, -1), functional.dropout(scores, 0.0), time.time(), path
+            def train(self, mode=True):
+                super().train(mode)
+                for d in self.dropouts:
+                    d.train(mode)
+                return self
 
-    def extra_repr(self):
-        return "M"
-
-    def reset_parameters(self):
-        torch.nn.init.xavier_uniform_(self.W_q.weight)
-''',
-}
-
-
-@pytest.mark.parametrize("what", sorted(REACHES))
-def test_the_reader_sees_each_reach(what):
-    facts = source_facts.read(REACHES[what])
-    assert facts.tampering, what
-    assert facts.established_by == "source"
-
-
-@pytest.mark.parametrize("what", sorted(CLEAN))
-def test_the_reader_flags_no_correct_code(what):
-    facts = source_facts.read(CLEAN[what])
-    assert facts.tampering == () and facts.forbidden == (), facts
-
-
-@pytest.mark.parametrize("code", [
-    "import torch\ny = torch.nn.functional.scaled_dot_product_attention(q, k, v)\n",
-    "from torch.nn.functional import scaled_dot_product_attention as a\n",
-    "import torch.nn.functional as F\ng = F.scaled_dot_product_attention\n",
-    "from torch import nn\nm = nn.MultiheadAttention(4, 2)\n",
-    "import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')\n",
-    "x = q.scaled_dot_product_attention\n",
-    "import torch\nf = vars(torch.nn.functional)['scaled_dot_product_attention']\n",
-])
-def test_the_reader_sees_forbidden_built_ins_however_named(code):
-    assert source_facts.read(code).forbidden
-
-
-def test_a_notebooks_own_helper_cell_is_not_read_but_a_changed_one_is(tmp_path):
-    """The released notebook's helper cell uses inspect and tracebacks: it is ours, so it is
-    skipped when unchanged; the same label with other text is read like any cell."""
-    notebook = api.PROJECT / "assignments" / "source" / "mha" / "mha.ipynb"
-    trusted = source_facts.trusted_cells()
-    assert trusted == source_facts.cells_of_notebook(notebook.read_text())
-    assert "test_helpers" in trusted and "inspect" in trusted["test_helpers"]
-    sub = submission.load(notebook)
-    assert source_facts.read(sub.source, trusted).tampering == ()
-    assert source_facts.read(sub.source).tampering     # without the trusted text: flagged
-    changed = sub.source.replace(b"def run_check(", b"import gc\ngc.collect()\n\n\ndef run_check(")
-    found = source_facts.read(changed, trusted).tampering
-    assert any("gc" in f.what for f in found), found
+            def heads(self, Q, K, V, valid_lens):
+                weights = masked_softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]),
+                                         valid_lens)
+                return self.dropouts[0](weights) @ V, weights
+    ''')
+    report = grade(grader, tmp_path, "heads", heads)
+    assert report["score"] == 100.0, [(c["name"], c["feedback"][:200]) for c in report["checks"]
+                                      if c["status"] not in ("passed", "skipped")]
+    broken = BASE + textwrap.dedent('''
+        class MultiHeadAttention(MultiHeadAttention):
+            def train(self, mode=True):
+                return self
+    ''')
+    report = grade(grader, tmp_path, "broken", broken)
+    values = next(c for c in report["checks"] if c["name"] == "MultiHeadAttention.values")
+    assert values["status"] == "error" and "still in training mode" in values["feedback"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -474,11 +390,15 @@ def test_the_traced_forwards_sizes_and_weights_come_from_the_runs_seed():
     assert again["shapes"] == specs[0]["shapes"]
 
 
-def test_a_forbidden_name_in_code_that_never_calls_it_costs_nothing(grader, tmp_path):
-    """The kernel watch is trusted where nothing reaches for it: code that only names the
-    built-in (a feature test, a dead branch) is graded by what it does."""
+def test_a_forbidden_name_in_code_counts_on_its_own(grader, tmp_path):
+    """Naming torch's built-in attention counts as using it (docs/contract.md): a feature test
+    or a dead branch voids the module's points as a call does, and is named."""
     code = BASE + textwrap.dedent('''
         HAS_FLASH = hasattr(torch.nn.functional, "scaled_dot_product_attention")
     ''')
     report = grade(grader, tmp_path, "named", code)
-    assert report["score"] == 100.0 and report["diagnoses"] == []
+    assert "api.forbidden-sdpa" in {d["code"] for d in report["diagnoses"]}
+    mha = [c for c in report["checks"] if c["group"] == "mha"]
+    assert mha and all(c["score"] == 0 for c in mha)
+    facts = {f["name"]: f for f in report["facts"]}
+    assert facts["forbidden built-ins named in the code"]["established_by"] == "source"

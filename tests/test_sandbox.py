@@ -37,9 +37,12 @@ def zygote():
     z.close()
 
 
-def sandbox(zygote, source: str, **options) -> Sandbox:
+def sandbox(zygote, source: str, *, rules: bool = False, **options) -> Sandbox:
+    """A sandbox for ``source``; without the code rules by default: these tests try the
+    isolation itself (the rules are tried in test_rules and through the grader)."""
     config = {"hide": [str(ROOT)], "limits": dict(api.LIMITS, RLIMIT_AS=api.MEMORY),
-              "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid()}
+              "memory_bytes": MEMORY, "host_uid": os.getuid(), "host_gid": os.getgid(),
+              "rules": rules}
     options = {"import_timeout": 10.0, "probe_timeout": 3.0, "group_budget": 6.0,
                "budget": 20.0, **options}
     return Sandbox(zygote, textwrap.dedent(source).encode(), "mha.py", config, **options)

@@ -23,13 +23,21 @@ INSTRUMENTS = frozenset({"exception", "mutation", "parameters", "forbidden", "tr
                          "precision"})
 
 
-def check(name: str, *, group: str, hidden: bool = True, needs=(), requires=(), instruments=()):
+#: What a check holds its part to (``model.Check.kind``).
+KINDS = frozenset({"values", "raises", "structure", "instrument", "question"})
+
+
+def check(name: str, *, part: str, kind: str, group: str, hidden: bool = True, needs=(),
+          requires=(), instruments=()):
     def register(body):
         if name in REGISTRY:
             raise ValueError(f"two checks are called {name}")
+        if kind not in KINDS:
+            raise ValueError(f"{name}: unknown kind {kind!r}")
         if not INSTRUMENTS.issuperset(instruments):
             raise ValueError(f"{name}: unknown instruments {set(instruments) - INSTRUMENTS}")
-        REGISTRY[name] = Check(name=name, group=group, points=0.0, body=body, hidden=hidden,
+        REGISTRY[name] = Check(name=name, group=group, points=0.0, part=part, kind=kind,
+                               body=body, hidden=hidden,
                                needs=frozenset(needs), requires=tuple(requires),
                                doc=inspect.getdoc(body) or "",
                                instruments=frozenset(instruments))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..compare import CheckFailed, expect_close, expect_equal_values
+from ..compare import Blocked, CheckFailed, expect_close, expect_equal_values
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 
@@ -87,8 +87,8 @@ def expect_it_works(p: Probe, fn: str, group: str, args: tuple, describe: str) -
     result = p.student.attempt(fn, *args, group=group)
     if "raised" in result:
         info = result["raised"]
-        raise CheckFailed(f"not graded: {fn}({describe}) raised {info.get('type')} too, on an "
-                          "input that is fine, so raising proves nothing yet")
+        raise Blocked(f"not graded: {fn}({describe}) raised {info.get('type')} too, on an "
+                      "input that is fine, so raising proves nothing yet", by=[f"{fn}.values"])
 
 
 def expect_value_error(p: Probe, fn: str, group: str, args: tuple, describe: str) -> None:
@@ -111,7 +111,7 @@ def expect_value_error(p: Probe, fn: str, group: str, args: tuple, describe: str
 HEAD_WEIGHT_CASES = [(8, 8, 2), (8, 8, 1), (8, 8, 8), (6, 12, 4), (10, 6, 3), (5, 20, 5), (1, 1, 1)]
 
 
-@check("head_weight_shape.values", group="shape", hidden=False)
+@check("head_weight_shape.values", part="head_weight_shape", kind="values", group="shape", hidden=False)
 def head_weight_shape_values(p: Probe) -> None:
     """head_weight_shape(d, d_total, M) is (d, d_total / M): the shape rule."""
     for d, d_total, h in HEAD_WEIGHT_CASES:
@@ -124,7 +124,7 @@ def head_weight_shape_values(p: Probe) -> None:
                             what=f"head_weight_shape(d={d}, d_total={d_total}, num_heads={h})")
 
 
-@check("head_weight_shape.raises", group="shape", hidden=False, instruments=["exception"])
+@check("head_weight_shape.raises", part="head_weight_shape", kind="raises", group="shape", hidden=False, instruments=["exception"])
 def head_weight_shape_raises(p: Probe) -> None:
     """Impossible head counts raise ValueError, not an assert (graded once the function returns
     for a possible one, right or not)."""
@@ -137,26 +137,26 @@ def head_weight_shape_raises(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Projections, split and concat
 
-@check("project.values", group="project", hidden=False)
+@check("project.values", part="project", kind="values", group="project", hidden=False)
 def project_values(p: Probe) -> None:
     """project(H, W) = H @ W for any leading axes (the row-vector convention)."""
     compare_cases(p, "project", "project", cases.project_cases(p.generator("project")))
 
 
-@check("project_heads.values", group="project", hidden=False)
+@check("project_heads.values", part="project_heads", kind="values", group="project", hidden=False)
 def project_heads_values(p: Probe) -> None:
     """project_heads gives (batch, heads, n, p), head j from W_heads[j] only."""
     compare_cases(p, "project_heads", "project",
                   cases.project_heads_cases(p.generator("project_heads")))
 
 
-@check("split_heads.values", group="split", hidden=False)
+@check("split_heads.values", part="split_heads", kind="values", group="split", hidden=False)
 def split_heads_values(p: Probe) -> None:
     """split_heads gives (batch, heads, n, p), head j owning columns [j*p, (j+1)*p)."""
     compare_cases(p, "split_heads", "split", cases.split_cases(p.generator("split")))
 
 
-@check("split_heads.raises", group="split", hidden=False, instruments=["exception"])
+@check("split_heads.raises", part="split_heads", kind="raises", group="split", hidden=False, instruments=["exception"])
 def split_heads_raises(p: Probe) -> None:
     """split_heads raises ValueError when the width is not divisible by num_heads (graded once
     it returns for a divisible width, right or not)."""
@@ -166,7 +166,7 @@ def split_heads_raises(p: Probe) -> None:
     expect_value_error(p, "split_heads", "split", (X, 3), "X (2, 3, 10), num_heads=3")
 
 
-@check("concat_heads.values", group="concat", hidden=False)
+@check("concat_heads.values", part="concat_heads", kind="values", group="concat", hidden=False)
 def concat_heads_values(p: Probe) -> None:
     """concat_heads is the inverse of split_heads: (batch, heads, n, p) -> (batch, n, heads*p)."""
     compare_cases(p, "concat_heads", "concat", cases.concat_cases(p.generator("concat")))
@@ -175,41 +175,43 @@ def concat_heads_values(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Softmax and pooling
 
-@check("masked_softmax.values", group="softmax", hidden=False)
+@check("masked_softmax.values", part="masked_softmax", kind="values", group="softmax", hidden=False)
 def masked_softmax_values(p: Probe) -> None:
     """masked_softmax without valid_lens is the softmax over the last (key) axis."""
     compare_cases(p, "masked_softmax", "softmax",
                   cases.softmax_cases(p.generator("softmax"), masked=False))
 
 
-@check("masked_softmax.masked", group="softmax", hidden=False)
+@check("masked_softmax.masked", part="masked_softmax", kind="values", group="softmax", hidden=False)
 def masked_softmax_masked(p: Probe) -> None:
     """Keys at positions >= valid length get weight 0; length 0 gives zeros, never NaN."""
     compare_cases(p, "masked_softmax", "softmax",
                   cases.softmax_cases(p.generator("softmax.masked"), masked=True))
 
 
-@check("attention_pool.values", group="pool", hidden=False)
+@check("attention_pool.values", part="attention_pool", kind="values", group="pool", hidden=False)
 def attention_pool_values(p: Probe) -> None:
     """attention_pool returns (softmax(Q Kᵀ / sqrt(p)) V, weights) for 3-D and 4-D inputs."""
     compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool"), masked=False))
 
 
-@check("attention_pool.masked", group="pool", hidden=False)
+@check("attention_pool.masked", part="attention_pool", kind="values", group="pool", hidden=False)
 def attention_pool_masked(p: Probe) -> None:
     """attention_pool honours valid_lens, broadcast over the head axis."""
     compare_cases(p, "attention_pool", "pool", cases.pool_cases(p.generator("pool.masked"), masked=True))
 
 
-@check("functions.pure", group="api", instruments=["mutation"])
+@check("functions.pure", part="conventions", kind="instrument", group="api", instruments=["mutation"])
 def functions_pure(p: Probe) -> None:
     """No function writes into its input tensors; counts once a function gives right values
     (garbage that leaves its inputs alone earns nothing), whatever is wrong in the others."""
     calls = p.observations.get("calls", {})
     if not any(_right(records) for fn, records in calls.items() if fn in PURE):
-        raise CheckFailed("not graded until one of " + ", ".join(PURE) + " gives right values: "
-                          "leaving the inputs alone counts for a function that works")
-    for fn, records in calls.items():
+        raise Blocked("not graded until one of " + ", ".join(PURE) + " gives right values: "
+                      "leaving the inputs alone counts for a function that works",
+                      by=[f"{fn}.values" for fn in PURE])
+    carried = p.observations.get("carried", {}).get("calls", {})
+    for fn, records in [*calls.items(), *carried.items()]:   # a redo only adds failures
         for case, result, _ in records:
             if result.get("mutated"):
                 raise CheckFailed(f"{fn} changed its input tensor(s) in place on "

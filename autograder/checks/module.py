@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..compare import CheckFailed, expect_close, expect_shape
+from ..compare import Blocked, CheckFailed, expect_close, expect_shape
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 from .functions import F64, expect_float64
@@ -91,7 +91,7 @@ def compare_runs(p: Probe, c: Config, runs, student, ref, *, grads: bool = False
                                what=f"{what}: gradient of {name}", rtol=1e-8, atol=1e-10)
 
 
-@check("MultiHeadAttention.params", group="mha", hidden=False, instruments=["parameters"])
+@check("MultiHeadAttention.params", part="MultiHeadAttention", kind="structure", group="mha", hidden=False, instruments=["parameters"])
 def mha_params(p: Probe) -> None:
     """W_q, W_k, W_v = Linear(d_model, d_total), W_o = Linear(d_total, d_model), by these names."""
     for c in (CONFIGS[0], CONFIGS[3], CONFIGS[1]):
@@ -110,15 +110,15 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
-@check("MultiHeadAttention.raises", group="mha", hidden=False, instruments=["exception"])
+@check("MultiHeadAttention.raises", part="MultiHeadAttention", kind="raises", group="mha", hidden=False, instruments=["exception"])
 def mha_raises(p: Probe) -> None:
     """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (graded once
     MultiHeadAttention(8, 2) builds)."""
     p.student.require("MultiHeadAttention")
     built = p.student.probe("mha_raises", "mha", init={"d_model": 8, "num_heads": 2})
     if "raised" in built or "bad" in built:
-        raise CheckFailed("not graded: MultiHeadAttention(8, 2) could not be built either, so "
-                          "raising proves nothing yet")
+        raise Blocked("not graded: MultiHeadAttention(8, 2) could not be built either, so "
+                      "raising proves nothing yet", by=["MultiHeadAttention.params"])
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)
@@ -133,7 +133,7 @@ def mha_raises(p: Probe) -> None:
                               "expected ValueError (not an assert)")
 
 
-@check("MultiHeadAttention.values", group="mha", hidden=False)
+@check("MultiHeadAttention.values", part="MultiHeadAttention", kind="values", group="mha", hidden=False)
 def mha_values(p: Probe) -> None:
     """With the reference's weights loaded, forward's output and attention_weights match."""
     gen = p.generator("mha.values")
@@ -143,7 +143,7 @@ def mha_values(p: Probe) -> None:
         compare_runs(p, c, runs, student, ref)
 
 
-@check("MultiHeadAttention.masked", group="mha", hidden=False)
+@check("MultiHeadAttention.masked", part="MultiHeadAttention", kind="values", group="mha", hidden=False)
 def mha_masked(p: Probe) -> None:
     """valid_lens of shape (batch,) and (batch, n_q), lengths 0 and full included."""
     gen = p.generator("mha.masked")
@@ -153,7 +153,7 @@ def mha_masked(p: Probe) -> None:
         compare_runs(p, c, runs, student, ref)
 
 
-@check("MultiHeadAttention.grads", group="mha")
+@check("MultiHeadAttention.grads", part="MultiHeadAttention", kind="values", group="mha")
 def mha_grads(p: Probe) -> None:
     """Backward gives the reference's gradients for the inputs and every parameter."""
     gen = p.generator("mha.grads")
@@ -163,7 +163,7 @@ def mha_grads(p: Probe) -> None:
         compare_runs(p, c, runs, student, ref, grads=True)
 
 
-@check("MultiHeadAttention.dropout", group="mha", requires=["MultiHeadAttention.values"])
+@check("MultiHeadAttention.dropout", part="MultiHeadAttention", kind="values", group="mha", requires=["MultiHeadAttention.values"])
 def mha_dropout(p: Probe) -> None:
     """Dropout acts in training mode only, and on the attention weights: in eval mode the
     output is the reference's; in training mode it zeroes attention weights, not outputs."""
@@ -217,14 +217,16 @@ def _dropout_acts_on_the_weights(p: Probe, gen) -> None:
 
 
 def forbidden_seen(observations: dict) -> list[str]:
-    """The forbidden built-ins the kernel watch saw called, and, where the code reaches for
-    the grader's instruments (so the watch may have been silenced), those its source names."""
+    """torch's built-in attention the submission used: named in its code (the grader read it;
+    naming one counts as using it), reached or called while it ran (the sandbox's guard and
+    kernel watch saw it), in the graded runs and in those of error carried forward alike."""
     source = observations.get("source")
-    named = {str(f) for f in source.forbidden} if source and source.tampering else set()
-    return sorted(set(observations.get("forbidden", ())) | named)
+    named = {str(f) for f in source.forbidden} if source else set()
+    carried = observations.get("carried", {}).get("forbidden", ())
+    return sorted(set(observations.get("forbidden", ())) | set(carried) | named)
 
 
-@check("MultiHeadAttention.builtin", group="api", requires=["MultiHeadAttention.values"],
+@check("MultiHeadAttention.builtin", part="MultiHeadAttention", kind="instrument", group="api", requires=["MultiHeadAttention.values"],
        instruments=["forbidden"])
 def mha_own_parts(p: Probe) -> None:
     """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""

@@ -43,7 +43,7 @@ def expect_number(value, fn: str) -> int:
     return int(value)
 
 
-@check("questions.key_shape", group=GROUP)
+@check("questions.key_shape", part=GROUP, kind="question", group=GROUP)
 def key_shape(p: Probe) -> None:
     """Question 1: the shape of one head's key matrix, d × d_h / M, for the student's sizes."""
     v = p.variant
@@ -58,7 +58,7 @@ def key_shape(p: Probe) -> None:
                           f"M={v.key_heads} ({WHERE}, question 1). The rule is in section 1.")
 
 
-@check("questions.params", group=GROUP)
+@check("questions.params", part=GROUP, kind="question", group=GROUP)
 def params(p: Probe) -> None:
     """Question 2: parameters of M heads of width d/M and of one head of width d (both 3·d²)."""
     v = p.variant

@@ -26,7 +26,7 @@ def _counts(values: dict) -> str:
 # --------------------------------------------------------------------------------------
 # Distinct heads (SPEC item 3)
 
-@check("MultiHeadAttention.distinct", group="heads", requires=HEADS_CHECKS,
+@check("MultiHeadAttention.distinct", part="MultiHeadAttention", kind="structure", group="heads", requires=HEADS_CHECKS,
        instruments=["parameters"])
 def mha_distinct(p: Probe) -> None:
     """Each head has its own weights: W_q/W_k/W_v/W_o share no storage; with distinct weights
@@ -64,7 +64,7 @@ def mha_distinct(p: Probe) -> None:
                           "of all heads, then W_o.")
 
 
-@check("MultiHeadAttention.init", group="heads", requires=HEADS_CHECKS + WORKS,
+@check("MultiHeadAttention.init", part="MultiHeadAttention", kind="structure", group="heads", requires=HEADS_CHECKS + WORKS,
        instruments=["parameters"])
 def mha_init(p: Probe) -> None:
     """Right after construction (two seeds) the head blocks of W_q, W_k and W_v differ from each
@@ -82,7 +82,7 @@ def mha_init(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Cost parity (SPEC item 4)
 
-@check("cost.params", group="cost", instruments=["parameters"])
+@check("cost.params", part="conventions", kind="instrument", group="cost", instruments=["parameters"])
 def cost_params(p: Probe) -> None:
     """The parameter count is 4·d_model·d_total (+ 3·d_total + d_model with biases) for
     num_heads 1, 2, 4, 8, the reference's: one head of width d_total."""
@@ -105,7 +105,7 @@ def cost_params(p: Probe) -> None:
                           f"num_heads ({ev.formula(name)}): {trend}.")
 
 
-@check("cost.flops", group="cost", requires=WORKS, instruments=["trace"])
+@check("cost.flops", part="conventions", kind="instrument", group="cost", requires=WORKS, instruments=["trace"])
 def cost_flops(p: Probe) -> None:
     """Forward's matrix-product FLOPs (as torch.utils.flop_counter counts them) do not exceed
     the reference's and do not grow with num_heads, and all its arithmetic (every operator,
@@ -134,7 +134,7 @@ def cost_flops(p: Probe) -> None:
                               "broadcast-and-sum over more elements than needed).")
 
 
-@check("cost.parallel", group="cost", requires=WORKS, instruments=["trace"])
+@check("cost.parallel", part="conventions", kind="instrument", group="cost", requires=WORKS, instruments=["trace"])
 def cost_parallel(p: Probe) -> None:
     """The heads run in parallel: the number of matmul/softmax kernels per forward does not grow
     with num_heads (no Python loop over heads)."""
@@ -152,7 +152,7 @@ def cost_parallel(p: Probe) -> None:
 # --------------------------------------------------------------------------------------
 # Device and precision (SPEC item 5)
 
-@check("device.meta", group="device", requires=WORKS, instruments=["device"])
+@check("device.meta", part="conventions", kind="instrument", group="device", requires=WORKS, instruments=["device"])
 def device_meta(p: Probe) -> None:
     """The module and the masked functions run wherever their inputs are: on the meta device
     (the CPU stand-in for a GPU) they create no CPU tensor and raise no device error."""
@@ -163,7 +163,7 @@ def device_meta(p: Probe) -> None:
                           "device, e.g. torch.arange(n_k, device=scores.device).")
 
 
-@check("device.sync", group="device", requires=WORKS, instruments=["trace"])
+@check("device.sync", part="conventions", kind="instrument", group="device", requires=WORKS, instruments=["trace"])
 def device_sync(p: Probe) -> None:
     """Forward and the masked functions force no host synchronisation (.item(), bool(tensor),
     boolean-mask indexing, ...): on a GPU each one stalls until the device is done."""
@@ -175,7 +175,7 @@ def device_sync(p: Probe) -> None:
                           "branching in Python.")
 
 
-@check("precision.autocast", group="device", requires=WORKS, instruments=["precision"])
+@check("precision.autocast", part="conventions", kind="instrument", group="device", requires=WORKS, instruments=["precision"])
 def precision_autocast(p: Probe) -> None:
     """Under float16/bfloat16 autocast and casts, with masks that include length 0, forward and
     the masked functions stay finite wherever they are finite in float32, keep the inputs'
@@ -203,7 +203,7 @@ def precision_autocast(p: Probe) -> None:
                           "this check charges the precision once.")
 
 
-@check("device.cuda", group="device", needs={"cuda"}, requires=WORKS,
+@check("device.cuda", part="conventions", kind="instrument", group="device", needs={"cuda"}, requires=WORKS,
        instruments=["device"])
 def device_cuda(p: Probe) -> None:
     """On the GPU: values match the float64 reference, no sync under CUDA's sync debug mode,

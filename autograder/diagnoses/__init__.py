@@ -6,8 +6,9 @@ from ..runner import grader_fault
 from ..sandbox.host import StudentError
 
 DIAGNOSES: list = []
-#: Diagnoses read from the grader's own facts (the source), made whatever the checks said.
-FROM_SOURCE = ("api.forbidden-sdpa", "api.tampers-with-grader")
+#: Diagnoses read from the grader's own facts (the source, the guard), made whatever the
+#: checks said.
+FROM_SOURCE = ("api.forbidden-sdpa", "api.breaks-code-rules")
 
 
 def diagnosis(code: str):

@@ -213,14 +213,21 @@ def forces_float32(p, results):
     return None
 
 
-@diagnosis("api.tampers-with-grader")
-def tampers_with_grader(p, results):
-    source = p.observations.get("source")
-    if not source or not source.tampering:
+@diagnosis("api.breaks-code-rules")
+def breaks_code_rules(p, results):
+    """A fact, not a guess: the grader read the broken rule in the source, or the sandbox's
+    guard refused a line while it ran. It costs nothing by itself (the checks whose code was
+    refused lost their points)."""
+    broken = code_rules_broken(p.observations)
+    if not broken:
         return None
-    found = "; ".join(map(str, source.tampering[:4]))
-    more = f" (and {len(source.tampering) - 4} more)" if len(source.tampering) > 4 else ""
-    return ("the code reaches for the grader's instruments or the interpreter's machinery ("
-            f"{found}{more}). An attention module needs none of this; the checks that rest on "
-            "the sandbox's measurements (exceptions, input changes, parameters, built-ins, "
-            "operator trace, devices, precision) score 0. Instructors: look at this file.")
+    more = f" (and {len(broken) - 3} more)" if len(broken) > 3 else ""
+    return ("the code breaks the assignment's code rules (docs/contract.md, 'Code rules'), so "
+            "those lines raise instead of running: " + "; ".join(broken[:3]) + more)
+
+
+def code_rules_broken(observations: dict) -> list[str]:
+    """The code rules broken: read in the source (before anything ran) and refused while it ran."""
+    source = observations.get("source")
+    found = [str(v) for v in (source.rules if source else ())]
+    return found + [m for m in observations.get("rules", ()) if m not in found]

@@ -340,7 +340,8 @@ register("shape.no-valueerror",
 
 def changed_inputs(observations: dict) -> list[str]:
     """The functions that changed an input in place, as the grader judged from the bytes."""
-    return sorted({fn for fn, records in observations.get("calls", {}).items()
+    seen = [observations, observations.get("carried", {})]
+    return sorted({fn for o in seen for fn, records in o.get("calls", {}).items()
                    if any(r.get("mutated") for _, r, _ in records)})
 
 

@@ -96,6 +96,7 @@ class Sandbox:
         self.load_problem: str | None = None
         self.timed_out_groups: set[str] = set()
         self.forbidden: list[str] = []
+        self.rules_broken: list[str] = []     #: code rules the submission broke while running
         self.nonce, self.seq = "", 0
         self._start()
 
@@ -118,6 +119,7 @@ class Sandbox:
             self.load_problem = str(e)
             self._stop()
             return
+        self._note_rules(answer)
         if "raised" in answer:
             self.load_problem = _import_failure(answer["raised"])
             self._stop()
@@ -202,7 +204,17 @@ class Sandbox:
             if self.load_problem:
                 raise StudentError(self.load_problem)
 
+    def _note_rules(self, answer: dict) -> None:
+        """The code rules the submission broke so far, as the sandbox's guard saw them."""
+        broken = answer.get("rules") if isinstance(answer, dict) else None
+        if isinstance(broken, list):
+            for message in broken[:20]:
+                if isinstance(message, str) and (text := sanitize(message, 300)) \
+                        not in self.rules_broken and len(self.rules_broken) < 20:
+                    self.rules_broken.append(text)
+
     def _result(self, name: str, kwargs: dict, answer: dict):
+        self._note_rules(answer)
         forbidden = answer.get("forbidden", [])
         self.forbidden = [sanitize(f, 100) for f in forbidden if isinstance(f, str)][:20] \
             if isinstance(forbidden, list) else []

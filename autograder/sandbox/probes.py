@@ -19,14 +19,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 # Bound now, before any submission is imported: a submission that patches the builtins
 # or torch afterwards does not change how the probes read its results.
-_type, _isinstance, _issubclass, _str, _len = builtins.type, builtins.isinstance, \
-    builtins.issubclass, builtins.str, builtins.len
+_type, _isinstance, _issubclass, _str, _len, _id = builtins.type, builtins.isinstance, \
+    builtins.issubclass, builtins.str, builtins.len, builtins.id
 _Tensor = torch.Tensor
-# nn.Module's own methods, bound now: a submission's class that overrides them (parameters(),
-# to(), train() ...) does not change how the probes build, move and inspect its module.
+# A module is read through the dicts nn.Module keeps (``_parameters``, ``_modules``), never
+# through a method a submission's class could override (parameters(), named_modules(),
+# children(), to(), _apply() ...): see ``named_parameters``, ``convert``, ``roles``.
 _Module = torch.nn.Module
-_named_parameters, _to, _train, _zero_grad = (_Module.named_parameters, _Module.to, _Module.train,
-                                              _Module.zero_grad)
+_instance_dict = object.__getattribute__
 _cpu_generator, _manual_seed, _cuda_available = (torch.default_generator, torch.manual_seed,
                                                    torch.cuda.is_available)
 MESSAGE_LIMIT = 400
@@ -182,14 +182,90 @@ def build(api, init: dict, seed: int = 0, dtype=torch.float64):
     model = api.MultiHeadAttention(init["d_model"], init["num_heads"], **kwargs)
     if not _isinstance(model, torch.nn.Module):
         raise ProbeError("MultiHeadAttention(...) did not build a torch.nn.Module")
-    return _to(model, dtype)
+    return convert(model, dtype=dtype)
+
+
+MODULE_DEPTH = 32        #: submodules deeper than this are not read (nothing sensible nests so)
+
+
+def _slots(module) -> tuple[dict, dict, dict]:
+    """(parameters, buffers, submodules) of one module, from its own dict."""
+    try:
+        own = _instance_dict(module, "__dict__")
+    except (AttributeError, TypeError):
+        return {}, {}, {}
+    pick = lambda key: own.get(key) if _type(own.get(key)) is dict else {}  # noqa: E731
+    return pick("_parameters"), pick("_buffers"), pick("_modules")
+
+
+def named_modules(model) -> list:
+    """(name, module) of the module and its submodules, depth first, as torch lists them (a
+    shared submodule once per name), read from the dicts, never through a method."""
+    out = []
+
+    def walk(prefix, module, depth):
+        out.append((prefix, module))
+        if depth >= MODULE_DEPTH or _len(out) > 10_000:
+            return
+        for name, child in list(_slots(module)[2].items()):
+            if _isinstance(child, _Module):
+                walk(f"{prefix}.{name}" if prefix else name, child, depth + 1)
+    walk("", model, 0)
+    return out
+
+
+def named_parameters(model) -> list:
+    """(name, parameter) of every parameter, aliases included (torch's named_parameters with
+    remove_duplicate=False), read from the dicts."""
+    return [(f"{prefix}.{name}" if prefix else name, p) for prefix, module in named_modules(model)
+            for name, p in list(_slots(module)[0].items()) if _isinstance(p, _Tensor)]
+
+
+def convert(model, *, dtype=None, device=None):
+    """Every floating parameter and buffer in ``dtype``, everything on ``device``: what
+    Module.to does (a parameter keeps its identity and gets new data; a buffer is replaced),
+    without calling a method of the module."""
+    done: set[int] = set()
+    with torch.no_grad():
+        for _, module in named_modules(model):
+            params, buffers, _ = _slots(module)
+            for table, keep in ((params, True), (buffers, False)):
+                for name, t in list(table.items()):
+                    if not _isinstance(t, _Tensor) or _id(t) in done:
+                        continue
+                    moved = t.to(dtype=dtype if dtype is not None and t.is_floating_point()
+                                 else t.dtype, device=device if device is not None else t.device)
+                    if keep:
+                        t.data = moved
+                    else:
+                        table[name] = moved
+                    done.add(_id(t) if keep else _id(moved))
+    return model
+
+
+def set_mode(model, training: bool) -> None:
+    """The module's own train()/eval() (a module may pass the mode on its own way), and its
+    effect checked: the module's flag, and every registered submodule's, is the mode."""
+    model.train(training)
+    wrong = [name or "the module" for name, m in named_modules(model)
+             if _instance_dict(m, "__dict__").get("training") is not training]
+    if wrong:
+        call = "train()" if training else "eval()"
+        raise ProbeError(f"after the module's {call}, {wrong[0]} is still in "
+                         f"{'eval' if training else 'training'} mode: train(mode) must set the "
+                         "mode of the module and of every submodule (call super().train(mode))")
+
+
+def zero_grad(model) -> None:
+    for _, p in named_parameters(model):
+        p.grad = None
 
 
 def parameters(model) -> list[dict]:
     """Every parameter by name (aliases included), with the storage it lives in."""
     storages: dict[int, int] = {}
     out = []
-    for name, p in _named_parameters(model, remove_duplicate=False):
+    for name, p in named_parameters(model):
         ptr = p.untyped_storage().data_ptr() if p.device.type != "meta" else id(p)
         group = storages.setdefault(ptr, _len(storages))
         start = p.storage_offset() * p.element_size()     # the bytes it spans in its storage
@@ -201,15 +277,17 @@ def parameters(model) -> list[dict]:
 
 
 def roles(model) -> dict:
-    """The contract's four projections as (weight, bias) parameter pairs."""
+    """The contract's four projections as (weight, bias) parameter pairs, read from the
+    module's dicts (no __getattr__ of the submission's runs)."""
     found = {}
     for role in PARAM_ROLES:
-        layer = getattr(model, role, None)
-        weight = getattr(layer, "weight", None)
+        layer = _slots(model)[2].get(role)
+        params = _slots(layer)[0] if _isinstance(layer, _Module) else {}
+        weight = params.get("weight")
         if not _isinstance(weight, _Tensor):
             raise ProbeError(f"the module has no {role} with a .weight (the contract asks for "
                              f"self.{role} = torch.nn.Linear(...))")
-        found[role] = (weight, getattr(layer, "bias", None))
+        found[role] = (weight, params.get("bias"))
     return found
 
 
@@ -242,11 +320,11 @@ def forward(model, run: dict, dtype=torch.float64, device="cpu") -> dict:
     q, k, v = (run[x].to(device=device, dtype=dtype) for x in ("queries", "keys", "values"))
     lens = run.get("valid_lens")
     lens = None if lens is None else lens.to(device)
-    _train(model, bool(run.get("train", False)))
+    set_mode(model, bool(run.get("train", False)))
     want_grad = run.get("grad") is not None
     for t in (q, k, v):
         t.requires_grad_(want_grad)
-    _zero_grad(model, set_to_none=True)
+    zero_grad(model)
     if "seed" in run:
         seed_all(run["seed"])
     out = plain(model(q, k, v, lens), "forward")
@@ -314,6 +392,9 @@ def mha_loads(api, spec: dict) -> dict:
     return {"params": parameters(model), "runs": runs}
 
 
+ACTIVE_TRACES: list = []      #: the operator traces open now (innermost last)
+
+
 class OpTrace(DispatchMode):
     """Counts the aten operators dispatched, the FLOPs of their matrix products and the work
     of all of them, and notes host syncs and CPU tensors."""
@@ -325,6 +406,25 @@ class OpTrace(DispatchMode):
         self.work = 0
         self.device = device
         self.foreign: list[str] = []
+
+    def __enter__(self):
+        ACTIVE_TRACES.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if ACTIVE_TRACES and ACTIVE_TRACES[-1] is self:
+            ACTIVE_TRACES.pop()
+        return super().__exit__(*exc)
+
+    def add(self, cost: dict) -> None:
+        """Work the grader did in the student's place (a part answered by the reference, for
+        error carried forward), counted at the reference's cost."""
+        for name, n in (cost.get("ops") or {}).items():
+            if _type(name) is str and _type(n) is int:
+                self.counts[name] = self.counts.get(name, 0) + n
+        for key in ("flops", "work"):
+            if _type(cost.get(key)) is int:
+                setattr(self, key, getattr(self, key) + cost[key])
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.__name__.split(".")[0]
@@ -427,7 +527,8 @@ def trace(api, spec: dict) -> dict:
     out = {}
     for h in spec["heads"]:
         init = dict(spec["init"], num_heads=h)
-        model = _train(build(api, init, spec.get("seed", 0)), False)
+        model = build(api, init, spec.get("seed", 0))
+        set_mode(model, False)
         if spec.get("loads"):
             try:
                 load(model, spec["loads"][str(h)])
@@ -445,7 +546,8 @@ def trace(api, spec: dict) -> dict:
             return {"ops": dict(ops.counts), "flops": ops.flops, "work": ops.work,
                     "sync": ops.syncs()}
         result = _attempt(run)
-        entry = {"params": int(sum(p.numel() for _, p in _named_parameters(model)))}
+        entry = {"params": int(sum(p.numel() for p in
+                                   {_id(p): p for _, p in named_parameters(model)}.values()))}
         entry.update(result.get("value", result))
         out[str(h)] = entry
     return out
@@ -469,7 +571,9 @@ def _on(api, part: str, device: str, dtype, init: dict, shapes: dict):
     """Run one part (the module or a masked function) on device; report what it dispatched."""
     ops = OpTrace(device)
     if part == "module":
-        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=dtype), False), device)
+        model = build(api, init, shapes.get("seed", 0), dtype=dtype)
+        set_mode(model, False)
+        convert(model, device=device)
         q, kv, lens = _inputs(shapes, dtype, device, True)
         with ops:                 # autograd on, as in the graded forwards
             y = plain(model(q, kv, kv, lens), "forward")
@@ -516,7 +620,9 @@ def _precision_part(api, part: str, mode: str, init: dict, shapes: dict, device:
     with autocast:                # autograd on, as in the graded forwards
         if part != "module":
             return _finite(getattr(api, part)(*_function_calls(device, cast)[part]))
-        model = _to(_train(build(api, init, shapes.get("seed", 0), dtype=cast), False), device)
+        model = build(api, init, shapes.get("seed", 0), dtype=cast)
+        set_mode(model, False)
+        convert(model, device=device)
         out = _finite(_run_module(model, shapes, cast, device, True))
     weights = getattr(model, "attention_weights", None)
     if _type(weights) is _Tensor:
@@ -535,7 +641,7 @@ def low_precision(api, spec: dict) -> dict:
 
 def _cuda_values(api, spec: dict, device: str) -> dict:
     """Forward with the given weights and the masked functions, in float64 on device."""
-    model = build(api, spec["init"]).to(device)
+    model = convert(build(api, spec["init"]), device=device)
     load(model, spec["load"])
     run = forward(model, spec["run"], device=device)
     out = {"out_device": run["out"].device.type, "out": run["out"].cpu(),
@@ -549,7 +655,9 @@ def _cuda_values(api, spec: dict, device: str) -> dict:
 def _cuda_forward(api, sizes: dict, device: str, debug: bool = False) -> int:
     """One float32 masked forward; on CUDA its peak memory in bytes, optionally under the
     sync debug mode (a host sync then raises)."""
-    model = build(api, sizes["init"], dtype=torch.float32).eval().to(device)
+    model = build(api, sizes["init"], dtype=torch.float32)
+    set_mode(model, False)
+    convert(model, device=device)
     q, kv, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
                           torch.float32, device, True)
     cuda = device == "cuda"

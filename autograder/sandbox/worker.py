@@ -28,6 +28,7 @@ import torch
 import jail
 import probes
 import protocol
+import guard
 
 API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
        "masked_softmax", "attention_pool", "MultiHeadAttention")
@@ -309,23 +310,34 @@ class Channel:
         self._sendall(frame)
 
 
-def _load(message: dict) -> tuple[types.ModuleType | None, dict]:
+def _load(message: dict, guarded: bool = True):
+    """Import the submission as the module ``mha``: compiled under the code rules
+    (``guard.load``), or as it is where the grader asked for the bare sandbox (its own tests
+    of the isolation alone). Returns (module, guard or None, answer)."""
     module = types.ModuleType("mha")
     module.__file__ = message.get("filename", "mha.py")
     sys.modules["mha"] = module
+    watch = None
     try:
-        code = compile(message["source"], module.__file__, "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        if guarded:
+            watch = guard.Guard(module)            # the rules broken while importing count too
+            guard.load(message["source"], module.__file__, module, watch)
+        else:
+            code = compile(message["source"], module.__file__, "exec", dont_inherit=True)
+            exec(code, module.__dict__)
     except BaseException as e:       # SystemExit and KeyboardInterrupt included
-        return None, {"raised": probes.describe(e)}
+        answer = {"raised": probes.describe(e)}
+        if watch is not None:
+            answer["rules"] = list(watch.broken)
+        return None, watch, answer
     names = [n for n in API if callable(module.__dict__.get(n))]
-    return module, {"names": names}
+    return module, watch, {"names": names, "rules": list(watch.broken) if watch else []}
 
 
-def serve(channel: Channel, notes: list[str]) -> None:
+def serve(channel: Channel, notes: list[str], guarded: bool = True) -> None:
     channel.send({"ready": True, "notes": notes})
     message = channel.recv()
-    module, answer = _load(message)
+    module, watch, answer = _load(message, guarded)
     channel.send(answer)
     if module is None:
         return
@@ -341,7 +353,10 @@ def serve(channel: Channel, notes: list[str]) -> None:
             result = {"raised": probes.describe(e)}
         finally:
             module.__dict__.update(saved)
-        result["forbidden"] = sorted(set(FORBIDDEN_HITS))
+        reached = watch.forbidden if watch is not None else []
+        result["forbidden"] = sorted(set(FORBIDDEN_HITS) | set(reached))
+        if watch is not None:
+            result["rules"] = list(watch.broken)
         channel.send(result)
 
 
@@ -359,6 +374,9 @@ def _carry(module, channel: Channel, names) -> dict:
         if "raised" in reply:
             raise RuntimeError(f"the correct {question['fn']} refused these arguments: "
                                f"{reply['raised']}")
+        cost = reply.get("cost")
+        if isinstance(cost, dict) and probes.ACTIVE_TRACES:      # the grader's work, counted
+            probes.ACTIVE_TRACES[-1].add(cost)
         return reply["answer"]
     for name in names:
         if name in probes.CARRYABLE and name in module.__dict__:
@@ -396,7 +414,8 @@ def child_main(sock: socket.socket, out_fd: int, err_fd: int, config: dict) -> N
         notes = isolate(config)
         sys.path[:] = [p for p in sys.path if os.path.isdir(p)]
         _install_spies()
-        serve(Channel(sock), notes)
+        guard.forget_forbidden()          # the spies stand in for torch's functions now
+        serve(Channel(sock), notes, guarded=config.get("rules", True))
     except BaseException:
         status = 3
     os._exit(status)

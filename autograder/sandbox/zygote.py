@@ -87,6 +87,8 @@ import cgroups  # noqa: E402
 import jail  # noqa: E402
 import probes  # noqa: E402  (imported here so that forked sandboxes need no file access)
 import protocol  # noqa: E402,F401
+import guard  # noqa: E402
+import rules  # noqa: E402,F401
 import worker  # noqa: E402
 
 UID_BASE = 1_700_000_000
@@ -414,6 +416,7 @@ def main() -> None:
     mode, own_pid = _own_namespaces(control)
     probes.warm_up()
     worker.watch_forbidden_kernels()    # after the warm-up: sandboxes inherit it
+    guard.preload()                     # every module graded code may import, loaded here
     options, rest = _setup(control)
     zygote = Zygote(control, options, mode, own_pid)
     zygote.buffer = rest

@@ -1,0 +1,658 @@
+"""The code rules at run time: the guard behind code compiled by ``rules.compile_guarded``.
+
+Every attribute read that can reach a module or a refused name, every attribute write, every
+import and every ``getattr``/``setattr``/``globals()`` of graded code comes here. The guard
+knows whose each object is (the submission's module, its classes, their instances, its
+functions), which modules graded code may have and what of each (``rules.MODULES``), and
+refuses the rest with ``RuleError`` at the line (noting it: the report lists every rule
+broken). torch's built-in attention is not refused but noted (``Guard.forbidden``).
+
+Runs inside the sandbox only, as ``guard`` (with torch loaded); imports nothing from the
+grader.
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+import operator as _operator
+import sys as _sys
+import types as _types
+
+try:                                # in the grader (its tests), as autograder.sandbox.guard
+    from . import rules
+except ImportError:                 # in the sandbox, whose path is this folder
+    import rules
+
+ATTRIBUTE_MACHINERY, COPIES, DUNDER_DEFINE_NOT, DUNDER_READ = (
+    rules.ATTRIBUTE_MACHINERY, rules.COPIES, rules.DUNDER_DEFINE_NOT, rules.DUNDER_READ)
+ERROR, FROM, GET, GET_PRIVATE, IMPORT, INPLACE, REFUSE, DEL, SET, STAR = (
+    rules.ERROR, rules.FROM, rules.GET, rules.GET_PRIVATE, rules.IMPORT, rules.INPLACE,
+    rules.REFUSE, rules.DEL, rules.SET, rules.STAR)
+IDENTITY, MODULES, NEVER, NO_BUILTINS, RULES_DOC = (rules.IDENTITY, rules.MODULES, rules.NEVER,
+                                                    rules.NO_BUILTINS, rules.RULES_DOC)
+RuleError, _dunder = rules.RuleError, rules._dunder
+
+_getattr, _setattr, _delattr, _hasattr = (_builtins.getattr, _builtins.setattr,
+                                          _builtins.delattr, _builtins.hasattr)
+_isinstance, _type, _id, _len, _callable = (_builtins.isinstance, _builtins.type, _builtins.id,
+                                            _builtins.len, _builtins.callable)
+_ModuleType, _FunctionType = _types.ModuleType, _types.FunctionType
+_build_class = _builtins.__build_class__
+_object_setattr, _object_getattribute = object.__setattr__, object.__getattribute__
+
+
+class Placeholder(_ModuleType):
+    """What importing a module outside the rules gives: importing works, using it raises (and
+    the guard that made it notes the rule broken)."""
+
+    def __init__(self, name: str, line: int, guard=None):
+        super().__init__(name)
+        _object_setattr(self, "_rules_line", line)
+        _object_setattr(self, "_rules_guard", guard)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Placeholder(f"{self.__name__}.{attr}", _object_getattribute(self, "_rules_line"),
+                           _object_getattribute(self, "_rules_guard"))
+
+    def __call__(self, *args, **kwargs):
+        message = (f"line {_caller_line()}: {self.__name__} is not available to graded code "
+                   f"(imported on line {_object_getattribute(self, '_rules_line')}; code rule 1: "
+                   f"graded code may import only {', '.join(_top_modules())}; {RULES_DOC})")
+        guard = _object_getattribute(self, "_rules_guard")
+        if guard is not None:
+            guard._raise(message)
+        raise RuleError(message)
+
+
+def _top_modules() -> list[str]:
+    return sorted({name.split(".")[0] for name in MODULES if name != "__future__"})
+
+
+def _caller_line() -> int:
+    """The line of graded code being run (the first frame outside this file)."""
+    frame = _sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else 0
+
+
+def preload() -> list[str]:
+    """Import every module of ``MODULES`` that this machine has, once (in the zygote, before any
+    submission): graded code then only ever gets modules already loaded, never one found on a
+    path it could change. Returns the names not available here."""
+    missing = []
+    for name in MODULES:
+        try:
+            __import__(name)
+        except Exception:
+            missing.append(name)
+    forbidden_attention()
+    nn_private_names()
+    risky_names()
+    watch_tensor_subclasses()
+    return missing
+
+
+#: Hooks torch's dispatch calls on a tensor of a class that defines them: not for graded code.
+TENSOR_HOOKS = ("__torch_dispatch__", "__torch_function__")
+SUBMISSION_FILE = "mha.py"
+
+
+def watch_tensor_subclasses() -> None:
+    """Refuse a subclass of torch.Tensor that defines torch's dispatch hooks when graded code
+    makes it, however it makes it (a class statement, type(name, bases, ns), a metaclass):
+    torch calls ``Tensor.__init_subclass__`` for every one. torch's own subclasses (made by
+    torch's code, e.g. on a lazy import) are not graded code and pass."""
+    torch = _sys.modules.get("torch")
+    if torch is None or "__init_subclass__" in vars(torch.Tensor):
+        return
+
+    def check(cls, **kwargs):
+        frame = _sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        ours = frame is not None and frame.f_code.co_filename == SUBMISSION_FILE \
+            and frame.f_globals.get("__name__") == "mha"
+        defined = [h for h in TENSOR_HOOKS if h in vars(cls)]
+        if ours and defined:
+            message = (f"line {frame.f_lineno}: the tensor class {cls.__name__} defines "
+                       f"{defined[0]}, which torch's dispatch calls on its own (code rule 2, "
+                       f"{RULES_DOC})")
+            if ACTIVE:
+                ACTIVE[-1]._raise(message)
+            raise RuleError(message)
+    torch.Tensor.__init_subclass__ = classmethod(check)
+
+
+def risky_names() -> frozenset:
+    """The public attribute names whose reading the guard must see: every name under which a
+    loaded module holds a module (``torch.os``, ``F.np``), every entry of an allowed package's
+    folder and torch's lazy modules (modules that may appear later), every name an allowed
+    module's policy refuses or changes, and torch's attention. Any other public name gives no
+    module and nothing refused, so compiled code reads it as it is (no cost)."""
+    names = _CACHE.get("risky")
+    if names is not None:
+        return names
+    import os
+    import warnings
+    found = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for module in list(_sys.modules.values()):
+            try:
+                items = list(vars(module).items())
+            except TypeError:
+                continue
+            found |= {k for k, v in items if _isinstance(v, _ModuleType)}
+    for name, rule in MODULES.items():
+        module = _sys.modules.get(name)
+        if module is None:
+            continue
+        for folder in _getattr(module, "__path__", None) or ():
+            try:
+                found |= {e[:-3] if e.endswith(".py") else e for e in os.listdir(folder)}
+            except OSError:
+                pass
+        if rule is not None:
+            kind, listed = rule
+            found |= (set(dir(module)) - listed) if kind == "only" else set(listed)
+    torch = _sys.modules.get("torch")
+    found |= set(_getattr(torch, "_lazy_modules", ()) or ())
+    found |= {attr for _, attr in IDENTITY} | {attr for _, attr in COPIES}
+    found |= {name.rsplit(".", 1)[-1] for name in forbidden_attention().values()}
+    names = frozenset(n for n in found if _type(n) is str and n.isidentifier()
+                      and not n.startswith("_"))
+    _CACHE["risky"] = names
+    return names
+
+
+class Guard:
+    """The rules at run time, for one submission's module: the builtins its code sees, the
+    classes it defined, the rules it broke and the forbidden built-ins it reached."""
+
+    def __init__(self, module: _types.ModuleType, violations=()):
+        self.module = module
+        self.violations = list(violations)
+        self.own: set = set()                 # classes the submission defined
+        self.broken: list[str] = []           # rules broken while running (messages)
+        self.forbidden: list[str] = []        # torch's attention reached (names)
+        self.policies: dict[int, tuple] = {}
+        self._allowed: dict[tuple, object] = {}     # (module id, name) -> value, once allowed
+        for name, rule in MODULES.items():
+            if name in _sys.modules:
+                self.policies.setdefault(_id(_sys.modules[name]), (name, rule))
+
+    # -- whose is it ---------------------------------------------------------------------------
+
+    def owns(self, obj) -> bool:
+        """Defined by the submission: its module, its classes, their instances, its functions."""
+        if obj is self.module or _type(obj) in self.own or (_isinstance(obj, _type)
+                                                             and obj in self.own):
+            return True
+        return _isinstance(obj, _FunctionType) and \
+            _object_getattribute(obj, "__globals__") is self.module.__dict__
+
+    def fail(self, rule: int, what: str):
+        self._raise(f"line {_caller_line()}: {what} (code rule {rule}, {RULES_DOC})")
+
+    def refuse(self, index: int):
+        self._raise(str(self.violations[index]))
+
+    def _raise(self, message: str):
+        if message not in self.broken and _len(self.broken) < 20:
+            self.broken.append(message)
+        raise RuleError(message)
+
+    # -- the builtins graded code sees ---------------------------------------------------------
+
+    def builtins(self) -> dict:
+        """The builtins of the compiled module: Python's, less those that run code or reach
+        namespaces by name, with the guard's entry points."""
+        table = {k: v for k, v in vars(_builtins).items() if k not in NO_BUILTINS}
+        for name in NO_BUILTINS - {"__import__", "__build_class__"}:
+            table[name] = self._unavailable(name)
+        table.update(globals=self.globals_, locals=self.locals_, vars=self.vars_)
+        get, get_private = self._getters()
+        table.update({
+            GET: get, GET_PRIVATE: get_private, SET: self.set, DEL: self.delete,
+            IMPORT: self.import_, FROM: self.from_, STAR: self.star, INPLACE: _inplace,
+            REFUSE: self.refuse, ERROR: RuleError, "__import__": self.dunder_import,
+            "__build_class__": self.build_class,
+            "getattr": self._getattr_builtin(get_private), "hasattr": self._hasattr_builtin(
+                get_private), "setattr": self.setattr, "delattr": self.delattr})
+        return table
+
+    def _unavailable(self, name):
+        fail = self.fail
+
+        def unavailable(*args, **kwargs):
+            fail(2, f"{name}() is not available to graded code")
+        unavailable.__name__ = name
+        return unavailable
+
+    def _getters(self):
+        """The two attribute readers the compiled code calls: for public names (the fast path:
+        what a module gives, and a module or forbidden object reached from anything else) and
+        for names that start with an underscore."""
+        policies, forbidden = self.policies, forbidden_attention()
+        module_attribute, check_module, note = (self._module_attribute, self._check_module,
+                                                self._note_forbidden)
+
+        def get(obj, name):
+            if _isinstance(obj, _ModuleType):
+                return module_attribute(obj, name)
+            value = _getattr(obj, name)
+            if _isinstance(value, _ModuleType) and _id(value) not in policies:
+                check_module(value, f".{name}")
+            if _id(value) in forbidden:
+                note(value)
+            return value
+
+        check_private = self._check_private
+
+        def get_private(obj, name):
+            if name.startswith("_"):
+                check_private(obj, name)
+            elif name in NEVER:
+                self.fail(2, f".{name} is not available to graded code")
+            return get(obj, name)
+        return get, get_private
+
+    def _check_private(self, obj, name: str) -> None:
+        if _dunder(name):
+            if name in DUNDER_READ or (name == "__dict__" and self.owns(obj)
+                                       and not _isinstance(obj, _ModuleType)):
+                return
+            if name in ATTRIBUTE_MACHINERY and self._machinery_of_its_own(obj):
+                return
+            self.fail(2, f".{name}: of the dunder attributes, graded code may use only the "
+                         "ordinary ones (__init__, __name__, __class__, operators)")
+        mine = self.owns(obj)
+        if mine and name not in nn_private_names():
+            return
+        if name == "_assert" and obj is _sys.modules.get("torch"):
+            return
+        self.fail(2, f".{name}: a private attribute of " + (
+            "torch's nn.Module machinery" if mine else "an object your code did not define"))
+
+    def _machinery_of_its_own(self, obj) -> bool:
+        """Whose attribute machinery graded code may call: its own classes and instances,
+        super() of them, nn.Module's classes (a module's own methods)."""
+        if self.owns(obj):
+            return True
+        if _type(obj) is super:
+            return _object_getattribute(obj, "__thisclass__") in self.own
+        module = _torch_module_class()
+        return _isinstance(obj, _type) and module != () and issubclass(obj, module)
+
+    # -- the namespaces graded code may see ----------------------------------------------------
+
+    def globals_(self):
+        return Namespace(self, self.module.__dict__, own=True)
+
+    def locals_(self):
+        frame = _sys._getframe(1)
+        if frame.f_locals is self.module.__dict__:
+            return self.globals_()
+        return dict(frame.f_locals)          # a function's locals: a copy, as in Python
+
+    def vars_(self, *obj):
+        if not obj:
+            return self.locals_()
+        target = obj[0]
+        try:
+            table = _object_getattribute(target, "__dict__")
+        except AttributeError:
+            raise TypeError("vars() argument must have __dict__ attribute") from None
+        if target is self.module:
+            return self.globals_()
+        return Namespace(self, table, own=self.owns(target) and not _isinstance(target, _type),
+                         of=target)
+
+    def _module_attribute(self, module, name: str):
+        key = (_id(module), name)
+        cached = self._allowed.get(key, self._allowed)
+        if cached is not self._allowed:
+            return cached
+        if _isinstance(module, Placeholder) or module is self.module:
+            return _getattr(module, name)
+        value = self._module_policy(module, name)
+        if not (_isinstance(value, list) or _isinstance(value, dict)):
+            self._allowed[key] = value
+        return value
+
+    def _module_policy(self, module, name: str):
+        policy = self.policies.get(_id(module))
+        if policy is None:
+            self.fail(1, f"the module {_module_name(module)} is not available to graded code")
+        owner, rule = policy
+        if (owner, name) in IDENTITY:
+            return _identity
+        if rule is not None and (rule[0] == "only") != (name in rule[1]):
+            self.fail(1, f"{owner}.{name} is not available to graded code")
+        value = _getattr(module, name)
+        copy = COPIES.get((owner, name))
+        if copy is not None:
+            return copy(value)
+        if _isinstance(value, _ModuleType) and _id(value) not in self.policies:
+            self._check_module(value, f"{owner}.{name}")
+        if _id(value) in forbidden_attention():
+            self._note_forbidden(value)
+        return value
+
+    def _check_module(self, module, how: str) -> None:
+        if _isinstance(module, Placeholder) or module is self.module:
+            return
+        self.fail(1, f"{how} is the module {_module_name(module)}, which graded code may not use")
+
+    def _note_forbidden(self, value) -> None:
+        name = forbidden_attention().get(_id(value))
+        if name and name not in self.forbidden:
+            self.forbidden.append(name)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def set(self, obj, name: str, value) -> None:
+        self._check_write(obj, name, "assign")
+        _setattr(obj, name, value)
+
+    def delete(self, obj, name: str) -> None:
+        self._check_write(obj, name, "delete")
+        _delattr(obj, name)
+
+    def _check_write(self, obj, name: str, verb: str) -> None:
+        if _dunder(name):
+            self.fail(3, f"may not {verb} the dunder attribute .{name}")
+        mine = self.owns(obj)
+        if name.startswith("_") and (not mine or name in nn_private_names()):
+            self.fail(3, f"may not {verb} .{name}, a private attribute of " + (
+                "torch's nn.Module machinery" if mine else "an object your code did not define"))
+        if mine:
+            return
+        if _isinstance(obj, (_ModuleType, _type)) or _callable(obj) and \
+                not _isinstance(obj, _torch_module_class()):
+            what = ("module" if _isinstance(obj, _ModuleType) else
+                    "class" if _isinstance(obj, _type) else "function")
+            self.fail(3, f"may not {verb} .{name} of the {what} {_show(obj)}, which your code "
+                         "did not define (no monkeypatching)")
+
+    # -- the builtins that reach attributes by name --------------------------------------------
+
+    def _getattr_builtin(self, get_private):
+        def getattr(obj, name, *default):
+            if _type(name) is not str:
+                return _getattr(obj, name, *default)          # Python's own TypeError
+            try:
+                return get_private(obj, name)
+            except AttributeError:
+                if default:
+                    return default[0]
+                raise
+        return getattr
+
+    def _hasattr_builtin(self, get_private):
+        def hasattr(obj, name):
+            if _type(name) is not str:
+                return _hasattr(obj, name)
+            try:
+                get_private(obj, name)
+            except AttributeError:
+                return False
+            return True
+        return hasattr
+
+    def setattr(self, obj, name, value) -> None:
+        if _type(name) is not str:
+            return _setattr(obj, name, value)
+        self.set(obj, name, value)
+
+    def delattr(self, obj, name) -> None:
+        if _type(name) is not str:
+            return _delattr(obj, name)
+        self.delete(obj, name)
+
+    def build_class(self, func, name, *bases, **kwargs):
+        meta = kwargs.get("metaclass")
+        if meta is not None and _getattr(meta, "__name__", "") not in (
+                "ABCMeta", "EnumMeta", "EnumType", "type"):
+            self.fail(2, f"class {name} has a metaclass (only abc.ABCMeta and enum's are allowed)")
+        cls = _build_class(func, name, *bases, **kwargs)
+        bad = sorted(k for k in vars(cls) if k in DUNDER_DEFINE_NOT and k not in (
+            "__module__", "__qualname__", "__dict__", "__doc__", "__slots__"))
+        if bad:
+            self.fail(2, f"class {name} defines {bad[0]}")
+        self.own.add(cls)
+        return cls
+
+    # -- imports ---------------------------------------------------------------------------------
+
+    def dunder_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        if level:
+            self.fail(1, "a relative import (graded code is one module, mha)")
+        return self._module(name) if fromlist else self.import_(name, False)
+
+    def _module(self, name: str):
+        """The module ``name`` as graded code gets it: the real one, loaded before any
+        submission (``preload``), or a placeholder."""
+        module = _sys.modules.get(name) if name in MODULES else None
+        if module is None:
+            return Placeholder(name, _caller_line(), self)
+        self.policies.setdefault(_id(module), (name, MODULES[name]))
+        return module
+
+    def import_(self, name: str, whole: bool):
+        """``import a.b.c`` binds a (whole=False); ``import a.b.c as x`` binds a.b.c."""
+        target = self._module(name)
+        top = name.split(".")[0]
+        return target if whole or top == name else self._module(top)
+
+    def from_(self, module: str, names: tuple):
+        base = self._module(module)
+        out = []
+        for name in names:
+            if name.startswith("_"):
+                self.fail(2, f"importing the private name {name} from {module}")
+            full = f"{module}.{name}"
+            if full in MODULES:
+                out.append(self._module(full))
+                continue
+            try:
+                out.append(self._getters()[0](base, name))
+            except AttributeError:
+                raise ImportError(f"cannot import name {name!r} from {module!r}") from None
+        return tuple(out)
+
+    def star(self, module: str) -> None:
+        base = self._module(module)
+        if _isinstance(base, Placeholder):
+            return
+        names = _getattr(base, "__all__", None) or [n for n in dir(base) if not n.startswith("_")]
+        get = self._getters()[0]
+        for name in list(names):
+            if _type(name) is str and not name.startswith("_"):
+                try:
+                    self.module.__dict__[name] = get(base, name)
+                except (RuleError, AttributeError):
+                    continue
+
+
+class Namespace:
+    """A namespace as graded code sees it through globals(), locals() or vars(): its public
+    names (a dunder or private name refused, torch's nn.Module machinery too), written only
+    where the namespace is the submission's own (its module, its own objects)."""
+
+    def __init__(self, guard: Guard, table: dict, own: bool, of=None):
+        _object_setattr(self, "_guard", guard)
+        _object_setattr(self, "_table", table)
+        _object_setattr(self, "_own", own)
+        _object_setattr(self, "_of", of)
+
+    def _key(self, key, write: bool):
+        guard, own, of = (_object_getattribute(self, n) for n in ("_guard", "_own", "_of"))
+        if _type(key) is not str:
+            return key
+        if _dunder(key) or key.startswith("_rules") or (key.startswith("_") and (
+                not own or key in nn_private_names())):
+            guard.fail(2, f"the name {key} of a namespace is not available to graded code")
+        if write and not own:
+            guard.fail(3, f"may not change the namespace of {_show(of)}, which your code did "
+                          "not define (no monkeypatching)")
+        if not write and of is not None:
+            guard._getters()[0](of, key) if not _isinstance(of, _ModuleType) else \
+                guard._module_attribute(of, key)      # the same policy as of.key
+        return key
+
+    def __getitem__(self, key):
+        self._key(key, False)
+        return _object_getattribute(self, "_table")[key]
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __setitem__(self, key, value):
+        _object_getattribute(self, "_table")[self._key(key, True)] = value
+
+    def __delitem__(self, key):
+        del _object_getattribute(self, "_table")[self._key(key, True)]
+
+    def __contains__(self, key):
+        return key in self.keys()
+
+    def keys(self):
+        own = _object_getattribute(self, "_own")
+        return [k for k in _object_getattribute(self, "_table")
+                if _type(k) is str and not _dunder(k) and not k.startswith("_rules")
+                and not (k.startswith("_") and (not own or k in nn_private_names()))]
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return _len(self.keys())
+
+    def items(self):
+        return [(k, self[k]) for k in self.keys()]
+
+    def values(self):
+        return [self[k] for k in self.keys()]
+
+    def update(self, *others, **kwargs):
+        for other in others:
+            for k, v in (other.items() if _hasattr(other, "items") else other):
+                self[k] = v
+        for k, v in kwargs.items():
+            self[k] = v
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key, *default):
+        try:
+            value = self[key]
+        except KeyError:
+            if default:
+                return default[0]
+            raise
+        del self[key]
+        return value
+
+    def copy(self):
+        return dict(self.items())
+
+
+def _identity(obj=None, *args, **kwargs):
+    """torch.compile and torch.jit.script in graded code: the function or module itself (and,
+    called with options only, a decorator that gives it back)."""
+    if obj is None:
+        return lambda f: f
+    return obj
+
+
+def _inplace(op: str, current, value):
+    return _getattr(_operator, op)(current, value)
+
+
+def _module_name(module) -> str:
+    try:
+        return str(_object_getattribute(module, "__name__"))
+    except Exception:
+        return "?"
+
+
+def _show(obj) -> str:
+    try:
+        return str(_getattr(obj, "__qualname__", None) or _getattr(obj, "__name__", None)
+                   or _type(obj).__name__)[:60]
+    except Exception:
+        return "?"
+
+
+_CACHE: dict = {}
+ACTIVE: list = []           #: the guard of the submission this process runs (one per sandbox)
+
+
+def _torch_module_class():
+    torch = _sys.modules.get("torch")
+    return torch.nn.Module if torch is not None else ()
+
+
+def forbidden_attention() -> dict:
+    """id -> name of torch's built-in attention (the assignment forbids it, by kind): the
+    functions, and every class of torch.nn that is one or is built on one."""
+    found = _CACHE.get("forbidden")
+    if found is None:
+        found = {}
+        torch = _sys.modules.get("torch")
+        if torch is not None:
+            F = torch.nn.functional
+            for owner, name in ((F, "scaled_dot_product_attention"),
+                                (F, "multi_head_attention_forward"),
+                                (torch.nn, "MultiheadAttention"), (torch.nn, "Transformer"),
+                                (torch.nn, "TransformerEncoderLayer"),
+                                (torch.nn, "TransformerDecoderLayer"),
+                                (torch.nn, "TransformerEncoder"), (torch.nn, "TransformerDecoder")):
+                value = _getattr(owner, name, None)
+                if value is not None:
+                    found[_id(value)] = f"{_module_name(owner)}.{name}"
+            _CACHE["forbidden"] = found
+    return found
+
+
+def nn_private_names() -> frozenset:
+    """The private names torch's nn.Module keeps on every module: never the submission's."""
+    names = _CACHE.get("private")
+    if names is None:
+        torch = _sys.modules.get("torch")
+        names = frozenset()
+        if torch is not None:
+            names = frozenset({n for n in dir(torch.nn.Module) if n.startswith("_")
+                               and not _dunder(n)}
+                              | {n for n in vars(torch.nn.Module()) if n.startswith("_")})
+            _CACHE["private"] = names
+    return names
+
+
+def forget_forbidden() -> None:
+    """Read torch's attention objects again (after the sandbox's spies replaced some)."""
+    _CACHE.pop("forbidden", None)
+    forbidden_attention()
+
+
+def load(source: bytes, filename: str, module: _types.ModuleType,
+         guard: Guard | None = None) -> Guard:
+    """Compile ``source`` under the rules and run it as ``module``; returns its guard (``guard``,
+    if given, keeps what breaking the rules while importing noted). Raises what compiling or
+    running raises (the caller reports it as the submission's)."""
+    code, violations = rules.compile_guarded(rules.source_text(source), filename, risky_names())
+    guard = guard or Guard(module)
+    guard.violations = list(violations)
+    ACTIVE[:] = [guard]
+    module.__dict__["__builtins__"] = guard.builtins()
+    exec(code, module.__dict__)
+    return guard
