@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import scoring
 from .files import write_atomic
+from .writers.escape import csv_cell
 
 FORMAT = 1                      #: version of OUT's layout, recorded in batch.json
 
@@ -121,24 +122,15 @@ GRADES_COLUMNS = ("student", "assignment", "score", "max_score", "status", "diag
 
 
 def write_grades(out: Path, jobs: list) -> None:
-    """grades.csv, one row per student found, from the result files on disk."""
+    """grades.csv, one row per student found, from the result files on disk. Every cell is
+    UTF-8 (a file name's undecodable bytes as U+FFFD) and none is one a spreadsheet would
+    run as a formula (``writers.escape.csv_cell``: an id such as ``=HYPERLINK(...)``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(GRADES_COLUMNS)
     for job in jobs:
-        writer.writerow([_readable(v) for v in _grades_row(out, job)])
+        writer.writerow([csv_cell(v) for v in _grades_row(out, job)])
     write_atomic(str(out / "grades.csv"), buffer.getvalue())
-
-
-def _readable(value):
-    """A file name that is not UTF-8 (its bytes kept as surrogates) shown with U+FFFD, so
-    that one student's odd name cannot stop grades.csv from being written."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:                  # a surrogate no file name holds
-        return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _grades_row(out: Path, job) -> list:

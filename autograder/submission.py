@@ -184,11 +184,22 @@ def _syntax_message(e: SyntaxError, filename: str, data: bytes = b"") -> str:
         return (f"{filename} is not valid UTF-8 text{where}. Python refuses to run it. Save "
                 "the file as UTF-8 (most editors: 'Save with encoding' → UTF-8) and submit it "
                 "again.")
-    line = (e.text or "").strip()
-    shown = f"\n    {line[:120]}" if line else ""
     line_no = f", line {e.lineno}" if e.lineno else ""
-    return (f"syntax error in {filename}{line_no}: {reason}{shown}\n"
+    return (f"syntax error in {filename}{line_no}: {reason}.{_quoted_line(e)}\n"
             "Python cannot import the file, so no check could run; fix this line and submit again.")
+
+
+def _quoted_line(e: SyntaxError) -> str:
+    """The offending line on a line of its own, indented as code (every writer keeps such a
+    line apart from the sentence), with a caret under the column Python names."""
+    text = (e.text or "").rstrip("\n")
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in stripped[:120])
+    offset = (e.offset or 0) - 1 - (len(text) - len(text.lstrip()))
+    caret = f"\n    {' ' * offset}^" if 0 <= offset <= len(shown) else ""
+    return f" The line:\n    {shown}{caret}"
 
 
 # ---------------------------------------------------------------------------------------
