@@ -38,7 +38,7 @@ HTML_TAGS = {"a", "b", "i", "em", "strong", "code", "pre", "kbd", "samp", "var",
 HTML_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title", "width", "height"},
                    "td": {"colspan", "rowspan", "align"}, "th": {"colspan", "rowspan", "align"},
                    "ol": {"start"}}
-HTML_SCHEMES = {"https", "http", "mailto", "attachment"}
+HTML_SCHEMES = {"https", "http", "mailto", "attachment", "data"}   # data: images only
 
 
 def readable(text) -> str:
@@ -104,12 +104,45 @@ def html(fragment: str) -> str:
                      strip_comments=True, attribute_filter=_local_images)
 
 
+def written_answer(source: str, attachments=None) -> str:
+    """A student's Markdown cell, safe for nbconvert to render (formgrader, the feedback):
+    unchanged where its rendering holds only allowlisted HTML; else that rendering,
+    sanitised, as one HTML block (no blank line, so no Markdown is read inside it again).
+    The rendering is nbconvert's own, which passes raw HTML and ``javascript:`` links."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+    renderer = IPythonRenderer(escape=False, attachments=attachments or {},
+                               exclude_anchor_links=True)      # as HTMLExporter renders
+    rendered = MarkdownWithMath(renderer=renderer).render(readable(source))
+    cleaned = html(rendered)
+    if not _markup(rendered) - _markup(cleaned):
+        return source
+    return "<div>\n" + re.sub(r"\n\s*\n", "\n", cleaned).strip() + "\n</div>\n"
+
+
+def _markup(fragment: str) -> set:
+    """(tag, attribute, value) of every element of an HTML fragment (``rel`` left out: the
+    sanitiser adds it), to see what sanitising removed."""
+    from html.parser import HTMLParser
+    found: set = set()
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.add((tag, "", ""))
+            found.update((tag, k, v or "") for k, v in attrs if k != "rel")
+    Collect(convert_charrefs=True).feed(fragment)
+    return found
+
+
 def _local_images(element: str, attribute: str, value: str):
-    """An image only from the notebook itself (an attachment, a file beside it): one from
-    another site would tell it who looks at the answer, and when."""
+    """An image only from the notebook itself (an attachment, inline data, a file beside
+    it): one from another site would tell it who looks at the answer, and when. Inline
+    data only as an image's source (a browser runs no script in an <img>)."""
+    value_lower = value.strip().lower()
     if element == "img" and attribute == "src" and re.match(r"(?i)\s*([a-z][a-z0-9+.-]*:|//)",
                                                            value):
-        return value if value.strip().lower().startswith("attachment:") else None
+        return value if value_lower.startswith(("attachment:", "data:image/")) else None
+    if value_lower.startswith("data:"):
+        return None
     return value
 
 
