@@ -147,18 +147,3 @@ def _grades_row(out: Path, job) -> list:
         return base + ["", "", "grader-failed", "", "", why]
     except (OSError, ValueError, KeyError):
         return base + ["", "", "not-graded", "", "", "interrupted before it was graded"]
-
-
-def load_results(out) -> list[dict]:
-    """Every result in an output folder, with its key (for the class report)."""
-    folder = Path(out) / "results"
-    found = []
-    for path in sorted(folder.rglob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        found.append(dict(data, key=str(path.relative_to(folder).with_suffix(""))))
-    return found
