@@ -65,7 +65,7 @@ c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors()
 plugin.feedback_template(c)        # nbgrader's page, each autograded cell named in its contents
 # Manual grading: each written question is a "manually graded task" whose model answer and
 # rubric sit in a mark scheme region: cut from the release, back in the autograded notebook
-# (for the graders, in formgrader), so the feedback shows the student how they were marked.
-# To keep the model answers and rubrics out of the students' feedback as well, add:
-#   from nbgrader.preprocessors import ClearMarkScheme
-#   c.GenerateFeedback.preprocessors = plugin.feedback_preprocessors() + [ClearMarkScheme]
+# (for the graders, in formgrader), and cut again from the students' feedback (feedback
+# released early would hand them to late submitters). To show students how they were
+# marked, once every submission is in:
+#   c.GraderOutputsOnly.mark_schemes = True

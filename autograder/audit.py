@@ -24,7 +24,7 @@ from nbgrader.api import Gradebook
 from traitlets.config.loader import PyFileConfigLoader
 
 from . import integrity, parts, variants
-from .nbgrader_plugin import (TrustedGrades, grade_notebook, hideable, load_whole_grader,
+from .nbgrader_plugin import (TrustedGrades, course_hidden, grade_notebook, load_whole_grader,
                               shared_grader)
 from .sandbox.host import GraderError
 
@@ -80,7 +80,7 @@ def run(course, *, seed=None, rubric=None, device=None, assignment=None) -> Audi
     integrity.refuse_planted()
     audit.bytecode = integrity.bytecode_findings()
     grader = shared_grader(chosen["seed"], chosen["rubric"], chosen["device"],
-                           hide=hideable([course]))
+                           hide=course_hidden(course))
     with Gradebook(chosen["db_url"], chosen["course_id"]) as gb:
         names = [a.name for a in gb.assignments if assignment in (None, a.name)]
         if assignment is not None and not names:

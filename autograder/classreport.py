@@ -5,9 +5,14 @@ the outcome of each check (a check held back because a check it requires failed 
 *blocked*, not failed), the points lost per part, the diagnosis codes ranked by frequency,
 and the per-head attention maps of one submission, and writes ``index.html`` (the PNGs
 embedded as data URIs, so the page can be mailed or uploaded alone) next to the same PNG
-files. Beside it, for the LMS: ``feedback/<student>.md``, one file per student with what
-``grade --format text`` says (as Markdown), and ``lms-grades.csv``, one row per student
-with points, percent, a one-line comment (the reason for a zero) and the feedback file.
+files. Beside it, for the LMS (``autograder.lms``): ``feedback/<slug>-<digest>.md``, one file
+per student with what ``grade --format text`` says (as Markdown), and ``lms-grades.csv``,
+one row per student with points, percent, a one-line comment (the reason for a zero) and
+the feedback file. The page embeds each student's feedback too, so it works mailed alone.
+
+It degrades per student and per figure: a result that cannot be read (``classdata.load``),
+a feedback file or a figure that cannot be drawn, or attention maps that cannot be had,
+costs that entry, with a note at the top of the page, never the page.
 
 The attention maps come from the student's own module, run in a sandbox through the
 existing ``mha`` probe (its ``weights``): the report never imports student code itself.
@@ -15,10 +20,7 @@ existing ``mha`` probe (its ``weights``): the report never imports student code 
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import io
-import re
 import json
 import os
 import statistics
@@ -28,10 +30,12 @@ from pathlib import Path
 
 import torch
 
-from . import figures
-from .parts import AREAS, part_of
-from .outfolder import load_results
+from . import classdata, figures
+from .classdata import lost as _lost, percent as _percent, status_of, who as _who, zero_reason
 from .files import write_atomic
+from .lms import MARKS, feedback_markdown, feedback_name, lms_csv, write_feedback  # noqa: F401
+from .parts import AREAS, part_of
+from .writers.escape import mathtext, readable
 
 MAP_SHAPE = {"d_model": 16, "num_heads": 4, "n": 10}     #: the probe's module and sequence
 
@@ -47,50 +51,62 @@ def build(out, *, student: str | None = None, output=None) -> str:
                           "matplotlib (or, in a checkout of the autograder, python -m pip "
                           "install -e \".[report]\")")
     out = Path(out)
-    results = load_results(out)
+    results, notes = classdata.load(out)
     if not results:
         raise ReportError(f"{out}: no results to report on (run `python -m autograder batch "
-                          f"DIR --output {out}` first)")
+                          f"DIR --output {out}` first)" + "".join(f"; {n}" for n in notes))
     chosen = _choose(results, student)
-    weights, caption = attention_weights(chosen, seed=_seed(out, chosen), hide=[out])
-    pngs = {
-        "scores.png": figures.score_distribution([_percent(r) for r in results]),
-        "checks.png": figures.check_outcomes(check_outcomes(results)),
-        "parts.png": figures.points_lost([(part, lost, len(who)) for part, lost, who
-                                          in points_lost_by_part(results)], len(results)),
-        "diagnoses.png": figures.diagnosis_counts(diagnosis_counts(results), len(results)),
-    }
+    weights, caption = _attention(chosen, out)
+    pngs = _figures(results, notes)
     if weights is not None:
-        pngs["attention.png"] = figures.attention_grid(weights, f"{chosen['key']}: {caption}")
+        _draw(pngs, notes, "attention.png", figures.attention_grid, weights,
+              f"{mathtext(_key(chosen))}: {caption}")
     folder = Path(output) if output else out / "report"
     for name, data in pngs.items():
         _write_bytes(folder / name, data)
-    feedback = write_feedback(results, folder / "feedback")
+    feedback, missing = write_feedback(results, folder / "feedback")
+    notes += missing
     write_atomic(str(folder / "lms-grades.csv"), lms_csv(results, feedback))
     index = folder / "index.html"
-    write_atomic(str(index), page(results, pngs, chosen, caption))
+    write_atomic(str(index), page(results, pngs, chosen, caption, feedback=feedback, notes=notes))
     return str(index)
+
+
+def _figures(results: list[dict], notes: list[str]) -> dict[str, bytes]:
+    """The class's figures; one that cannot be drawn is left out, with a note."""
+    pngs: dict[str, bytes] = {}
+    _draw(pngs, notes, "scores.png", figures.score_distribution, [_percent(r) for r in results])
+    _draw(pngs, notes, "checks.png", figures.check_outcomes, check_outcomes(results))
+    _draw(pngs, notes, "parts.png", figures.points_lost,
+          [(part, lost, len(who)) for part, lost, who in points_lost_by_part(results)],
+          len(results))
+    _draw(pngs, notes, "diagnoses.png", figures.diagnosis_counts, diagnosis_counts(results),
+          len(results))
+    return pngs
+
+
+def _draw(pngs: dict, notes: list[str], name: str, draw, *args) -> None:
+    try:
+        pngs[name] = draw(*args)
+    except Exception as e:          # noqa: BLE001 — one figure's failure costs that figure
+        notes.append(f"the figure {name} could not be drawn ({type(e).__name__}: "
+                     f"{readable(str(e))[:200]}); the rest of the report is complete")
+
+
+def _attention(chosen: dict, out: Path):
+    """(weights or None, caption) of the chosen submission; a failure costs only the maps."""
+    try:
+        return attention_weights(chosen, seed=_seed(out, chosen), hide=[out])
+    except Exception as e:          # noqa: BLE001 — the maps are one figure of many
+        return None, f"no attention maps: {type(e).__name__}: {readable(str(e))[:200]}"
+
+
+def _key(result: dict) -> str:
+    return readable(result["key"])
 
 
 # ---------------------------------------------------------------------------------------
 # What each check, part, diagnosis and zero means for the class
-
-def status_of(check: dict) -> str:
-    """A check's outcome for the report: its status, or "blocked" where it was not graded
-    because a check it requires did not pass (``blocked_by``; older results: the message)."""
-    if check.get("blocked_by") or (check.get("status") == "failed" and
-                                   str(check.get("feedback", "")).startswith("not graded until")):
-        return "blocked"
-    return str(check.get("status", "error"))
-
-
-def _who(result: dict) -> str:
-    return str(result.get("student") or result["key"])
-
-
-def _lost(check: dict) -> float:
-    return max(0.0, float(check.get("max_score", 0)) - float(check.get("score", 0)))
-
 
 def points_lost_by_part(results: list[dict]) -> list[tuple[str, float, list[str]]]:
     """(part, points lost over the class, the students who lost any), most lost first."""
@@ -110,117 +126,22 @@ def points_lost_by_part(results: list[dict]) -> list[tuple[str, float, list[str]
 
 def diagnosis_costs(results: list[dict]) -> list[tuple[str, list[str], float]]:
     """(code, the students it was found in, the points those students lost on the checks
-    where that kind of mistake shows), most students first."""
+    where that kind of mistake shows), most students first. A check's lost points are
+    shared out over the student's codes that show there, so no point counts twice."""
     rows: dict[str, tuple[list[str], float]] = {}
     for r in results:
-        for code in sorted({d["code"] for d in r.get("diagnoses", [])}):
-            groups = AREAS.get(code.split(".")[0], ())
-            cost = sum(_lost(c) for c in r.get("checks", []) if c.get("group") in groups)
+        codes = sorted({d["code"] for d in r.get("diagnoses", [])})
+        cost = dict.fromkeys(codes, 0.0)
+        for c in r.get("checks", []):
+            showing = [code for code in codes
+                       if c.get("group") in AREAS.get(code.split(".")[0], ())]
+            for code in showing:
+                cost[code] += _lost(c) / len(showing)
+        for code in codes:
             students, total = rows.get(code, ([], 0.0))
-            rows[code] = (students + [_who(r)], total + cost)
+            rows[code] = (students + [_who(r)], total + cost[code])
     return sorted(((code, sorted(s), round(v, 2)) for code, (s, v) in rows.items()),
                   key=lambda row: (-len(row[1]), row[0]))
-
-
-_POLICY_NOTE = re.compile(r"rubric policy|were scaled by")
-
-
-def zero_reason(result: dict) -> str | None:
-    """Why a submission scored nothing, in a few words; None where it scored points."""
-    if float(result.get("score", 0)) > 0:
-        return None
-    notes = [n for n in result.get("notes", []) if not _POLICY_NOTE.search(n)]
-    for note in notes:
-        first = note.splitlines()[0]
-        if first.startswith("syntax error"):
-            return first
-        if " is empty" in first:
-            return "empty file: it defines none of the functions"
-    checks = [c for c in result.get("checks", []) if status_of(c) not in ("skipped", "blocked")]
-    if checks and all(c["status"] == "error" and "not implemented yet" in c.get("feedback", "")
-                      for c in checks):
-        return "the stub, unchanged: every function still raises NotImplementedError"
-    if notes:
-        return notes[0].splitlines()[0][:200]
-    errors = Counter(c.get("feedback", "").split(":")[0][:120] for c in checks
-                     if c["status"] == "error")
-    if errors and sum(errors.values()) == len(checks):
-        return "every check raised an error, most often: " + errors.most_common(1)[0][0]
-    return "no check passed"
-
-
-# ---------------------------------------------------------------------------------------
-# For the LMS: one feedback file per student and a grades CSV
-
-MARKS = {"passed": "passed", "failed": "FAILED", "error": "ERROR", "skipped": "skipped",
-         "blocked": "not graded"}
-
-
-def feedback_markdown(result: dict) -> str:
-    """What ``grade --format text`` says about one submission, as Markdown."""
-    lines = [f"# Feedback: {_md(_who(result))}", "",
-             f"**{result.get('score', 0):g} / {result.get('max_score', 0):g} points** "
-             f"({_md(Path(str(result.get('submission', ''))).name)})", ""]
-    reason = zero_reason(result)
-    if reason:
-        lines += [f"Why no points: {_md(reason)}", ""]
-    lines += ["| check | outcome | points | what the grader saw |", "|---|---|---|---|"]
-    for c in result.get("checks", []):
-        status = status_of(c)
-        said = _md(c.get("feedback", ""))     # a passed check has some when carried forward
-        lines.append(f"| `{c['name']}` | {MARKS.get(status, status)} | "
-                     f"{c.get('score', 0):g} / {c.get('max_score', 0):g} | {said} |")
-    if result.get("diagnoses"):
-        lines += ["", "## What went wrong", ""]
-        lines += [f"- **{_md(d['code'])}**: {_md(d['message'])}" for d in result["diagnoses"]]
-    if result.get("notes"):
-        lines += ["", "## Notes", ""] + [f"- {_md(n)}" for n in result["notes"]]
-    seed = result.get("seed")
-    if seed is not None:
-        lines += ["", f"_Seed {seed}: `python -m autograder grade FILE --seed {seed}` replays "
-                      "these inputs._"]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    """One table cell or list item of Markdown: no line breaks, no table pipes, no HTML."""
-    text = " ".join(str(text).split())
-    return html.escape(text, quote=False).replace("|", "\\|")
-
-
-def feedback_name(result: dict) -> str:
-    """The file name of a student's feedback: their key, made safe for every LMS."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", result["key"]).strip("._") + ".md"
-
-
-def write_feedback(results: list[dict], folder: Path) -> dict[str, str]:
-    """Write one Markdown feedback file per submission; {key: file name}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    names = {}
-    for r in results:
-        name = feedback_name(r)
-        write_atomic(str(folder / name), feedback_markdown(r))
-        names[r["key"]] = name
-    return names
-
-
-LMS_COLUMNS = ("student", "assignment", "points", "max_points", "percent", "comment",
-               "feedback_file")
-
-
-def lms_csv(results: list[dict], feedback: dict[str, str]) -> str:
-    """The grades as an LMS imports them: one row per student, numbers as plain numbers,
-    a one-line comment (the reason for a zero, else the mistakes found)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(LMS_COLUMNS)
-    for r in sorted(results, key=lambda r: _who(r)):
-        codes = sorted({d["code"] for d in r.get("diagnoses", [])})
-        comment = zero_reason(r) or ("mistakes found: " + ", ".join(codes) if codes else "")
-        writer.writerow([_who(r), r.get("assignment", ""), f"{float(r.get('score', 0)):g}",
-                         f"{float(r.get('max_score', 0)):g}", f"{_percent(r):.1f}",
-                         " ".join(comment.split()), "feedback/" + feedback.get(r["key"], "")])
-    return buffer.getvalue()
 
 
 def _choose(results: list[dict], student: str | None) -> dict:
@@ -229,8 +150,8 @@ def _choose(results: list[dict], student: str | None) -> dict:
     for r in results:
         if student in (r["key"], r.get("student")):
             return r
-    raise ReportError(f"no result for {student!r}; the keys are: "
-                      + ", ".join(r["key"] for r in results[:20]))
+    raise ReportError(f"no result for {readable(student)!r}; the keys are: "
+                      + ", ".join(_key(r) for r in results[:20]))
 
 
 def _seed(out: Path, result: dict) -> int:
@@ -240,19 +161,21 @@ def _seed(out: Path, result: dict) -> int:
         return int(result.get("seed", 0))
 
 
-def _percent(result: dict) -> float:
-    top = result.get("max_score") or 0
-    return 100.0 * result.get("score", 0) / top if top else 0.0
-
-
 def check_outcomes(results: list[dict]) -> list[tuple[str, dict[str, float]]]:
-    """(check, share of submissions per status), hardest (lowest pass rate) first."""
+    """(check, share of submissions per outcome), hardest first: the lowest pass rate among
+    the submissions where it ran (a skipped check is not hard; one never run comes last)."""
     tallies: dict[str, Counter] = {}
     for r in results:
         for c in r.get("checks", []):
             tallies.setdefault(c["name"], Counter())[status_of(c)] += 1
     rows = [(name, {s: n / sum(t.values()) for s, n in t.items()}) for name, t in tallies.items()]
-    return sorted(rows, key=lambda row: row[1].get("passed", 0.0))
+    return sorted(rows, key=_hardness)
+
+
+def _hardness(row) -> tuple:
+    shares = row[1]
+    ran = 1.0 - shares.get("skipped", 0.0)
+    return (ran <= 1e-9, shares.get("passed", 0.0) / ran if ran > 1e-9 else 1.0, row[0])
 
 
 def diagnosis_counts(results: list[dict]) -> list[tuple[str, int]]:
@@ -319,10 +242,12 @@ def _write_bytes(path: Path, data: bytes) -> None:
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
 color:#222}table{border-collapse:collapse;margin:1rem 0}td,th{border-bottom:1px solid #ddd;
 padding:.25rem .7rem;text-align:left;vertical-align:top}th{background:#f4f4f4}
-img{max-width:100%}.num{text-align:right}figure{margin:1.5rem 0}figcaption{color:#555}"""
+img{max-width:100%}.num{text-align:right}figure{margin:1.5rem 0}figcaption{color:#555}
+pre{white-space:pre-wrap;max-width:40rem}.notes{background:#fff4e0;padding:.3rem 1rem}"""
 
 
-def page(results: list[dict], pngs: dict, chosen: dict, caption: str) -> str:
+def page(results: list[dict], pngs: dict, chosen: dict, caption: str, *,
+         feedback: dict | None = None, notes=()) -> str:
     e = html.escape
     percents = [_percent(r) for r in results]
     full = sum(p >= 99.995 for p in percents)
@@ -330,19 +255,23 @@ def page(results: list[dict], pngs: dict, chosen: dict, caption: str) -> str:
              f"<style>{STYLE}</style><h1>Class report</h1>",
              f"<p>{len(results)} submissions graded; mean {statistics.fmean(percents):.1f}%, "
              f"median {statistics.median(percents):.1f}%, {full} with full marks.</p>"]
+    if notes:
+        parts.append("<div class=notes><p>Left out of this report:</p><ul>"
+                     + "".join(f"<li>{e(readable(n))}</li>" for n in notes) + "</ul></div>")
     for name, alt in (("scores.png", "Score distribution"),
                       ("checks.png", "Outcome per check (blocked: not graded, a check it "
                                      "requires failed)"),
                       ("parts.png", "Points lost per part"),
                       ("diagnoses.png", "Diagnosis codes by frequency")):
-        parts.append(_figure(pngs[name], alt))
+        if name in pngs:
+            parts.append(_figure(pngs[name], alt))
     parts.append(_parts_table(results))
     parts.append(_diagnosis_table(results))
-    parts.append(f"<h2>Attention maps of {e(chosen['key'])}</h2>")
+    parts.append(f"<h2>Attention maps of {e(_key(chosen))}</h2>")
     if "attention.png" in pngs:
-        parts.append(_figure(pngs["attention.png"], f"Per-head attention of {chosen['key']}"))
-    parts.append(f"<p>{e(caption)}</p>")
-    parts.append(_student_table(results))
+        parts.append(_figure(pngs["attention.png"], f"Per-head attention of {_key(chosen)}"))
+    parts.append(f"<p>{e(readable(caption))}</p>")
+    parts.append(_student_table(results, feedback or {}))
     return "\n".join(parts) + "\n</html>\n"
 
 
@@ -363,22 +292,29 @@ def _parts_table(results: list[dict]) -> str:
 
 def _diagnosis_table(results: list[dict]) -> str:
     e = html.escape
-    examples = {d["code"]: d["message"] for r in results for d in r.get("diagnoses", [])}
+    examples = {d["code"]: readable(d.get("message", "")) for r in results
+                for d in r.get("diagnoses", [])}
     rows = "".join(f"<tr><td><code>{e(code)}</code></td><td class=num>{len(who)}</td>"
                    f"<td class=num>{lost:g}</td><td>{e(', '.join(who))}</td>"
                    f"<td>{e(examples[code][:300])}</td></tr>"
                    for code, who, lost in diagnosis_costs(results))
     return ("<h2>Recognised mistakes</h2><table><tr><th>code</th><th>students</th>"
-            "<th>points they lost there</th><th>who</th>"
+            "<th>points they lost there (each lost point counted once)</th><th>who</th>"
             f"<th>what it means (one example)</th></tr>{rows}</table>" if rows else "")
 
 
-def _student_table(results: list[dict]) -> str:
+def _student_table(results: list[dict], feedback: dict) -> str:
+    """Every submission, lowest first; its feedback is in the page (a mailed page has no
+    folder beside it), and the file it is also in is named."""
     e = html.escape
-    rows = "".join(
-        f"<tr><td>{e(r['key'])}</td><td class=num>{r['score']:g} / {r['max_score']:g}"
-        f"</td><td>{e(zero_reason(r) or ', '.join(d['code'] for d in r.get('diagnoses', [])))}"
-        f"</td><td><a href='feedback/{e(feedback_name(r))}'>feedback</a></td></tr>"
-        for r in sorted(results, key=lambda r: (_percent(r), r["key"])))
+    rows = []
+    for r in sorted(results, key=lambda r: (_percent(r), r["key"])):
+        said = zero_reason(r) or ", ".join(str(d["code"]) for d in r.get("diagnoses", []))
+        name = feedback.get(r["key"])
+        text = (f"<details><summary>feedback</summary><p>also in <code>feedback/{e(name)}</code>"
+                f"</p><pre>{e(feedback_markdown(r))}</pre></details>" if name else
+                "no feedback file (see the notes above)")
+        rows.append(f"<tr><td>{e(_who(r))}</td><td class=num>{r['score']:g} / "
+                    f"{r['max_score']:g}</td><td>{e(readable(said))}</td><td>{text}</td></tr>")
     return ("<h2>Submissions, lowest score first</h2><table><tr><th>student</th><th>score</th>"
-            f"<th>diagnoses, or why no points</th><th></th></tr>{rows}</table>")
+            f"<th>diagnoses, or why no points</th><th>feedback</th></tr>{''.join(rows)}</table>")

@@ -42,7 +42,8 @@ examples:
 examples:
   python -m autograder batch submitted/ --output results/
   python -m autograder batch course/ --assignment mha --output results/ --workers 4
-  python -m autograder batch clones/ --output results/ --executor dask --scheduler tcp://HOST:8786
+  python -m autograder batch clones/ --output results/ --executor dask --scheduler tls://HOST:8786 \\
+      --tls-ca-file ca.pem --tls-cert client.pem --tls-key client-key.pem
 
 Run the same command again to resume: only students without a complete result are graded.""",
     "report": """\
@@ -157,7 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to grade: on this machine (local, default) or on a Dask "
                         "distributed cluster (dask, needs --scheduler)")
     b.add_argument("--scheduler", metavar="ADDRESS",
-                   help="with --executor dask: the scheduler's address, e.g. tcp://HOST:8786")
+                   help="with --executor dask: the scheduler's address, tls://HOST:8786 (its "
+                        "certificates: the three options below; see README 'Scale-out')")
+    b.add_argument("--tls-ca-file", metavar="FILE",
+                   help="with a tls:// scheduler: the CA certificate that signed the "
+                        "scheduler's, the workers' and this client's certificates")
+    b.add_argument("--tls-cert", metavar="FILE", help="with a tls:// scheduler: this client's "
+                   "certificate (PEM; it may hold the key too)")
+    b.add_argument("--tls-key", metavar="FILE", help="with a tls:// scheduler: this client's "
+                   "private key (PEM), if not in --tls-cert")
+    b.add_argument("--insecure-scheduler", action="store_true",
+                   help="allow a tcp:// scheduler without authentication (anyone who reaches "
+                        "it can run code on the workers): only on a network only you reach")
 
     r = command("report", "a class report (an HTML page with plots, and PNGs) from a batch's "
                 "output")

@@ -90,16 +90,19 @@ def batch(args) -> int:
     from . import batch as batching, executors
     from .progress import Progress
     if args.executor == "dask" and not args.scheduler:
-        raise UsageError("--executor dask needs --scheduler ADDRESS (tcp://HOST:8786)")
+        raise UsageError("--executor dask needs --scheduler ADDRESS (tls://HOST:8786)")
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     progress = Progress()
     try:
         summary = batching.run(
             args.dir, args.output, seed=args.seed, rubric=args.rubric, device=args.device,
-            assignment=args.assignment, progress=progress, secret=_secret(args),
-            executor=lambda options: executors.make(args.executor, options, workers=args.workers,
-                                                    scheduler=args.scheduler))
+            assignment=args.assignment, progress=progress,
+            secret=_secret(args) if args.course_config else None,     # else the course's own
+            executor=lambda options: executors.make(
+                args.executor, options, workers=args.workers, scheduler=args.scheduler,
+                tls=(args.tls_ca_file, args.tls_cert, args.tls_key),
+                insecure=args.insecure_scheduler))
     except (batching.BatchError, scoring.RubricError) as e:
         raise UsageError(str(e)) from None
     except integrity.TamperedError as e:

@@ -13,7 +13,11 @@ own work per submission is small (about a tenth of the sandbox's), so one proces
 ``workers`` threads keeps ``workers`` sandboxes busy.
 
 Dask: each task carries the submission's file name and bytes (no shared file system is
-needed), and each Dask worker process keeps one ``SharedGrader`` per set of options.
+needed) and the student's variant as plain data (its numbers and seed, derived on the
+client: the course's secret never leaves it), and each Dask worker process keeps one
+``SharedGrader`` per set of options. The client talks to the scheduler over TLS with
+certificates (``security``); a scheduler without them is refused unless the instructor
+allows it (``insecure``).
 """
 from __future__ import annotations
 
@@ -55,10 +59,10 @@ class SharedGrader:
         grader.zygote.wait_ready()   # started by this thread: it dies with the thread (PDEATHSIG)
         return grader
 
-    def grade(self, path: str, student: str | None = None) -> dict:
-        """Grade one file; with the course's secret in the options, as ``student``'s variant."""
-        from .variants import derive
-        variant = derive(student, self.options["secret"]) if self.options.get("secret") else None
+    def grade(self, path: str, variant: dict | None = None) -> dict:
+        """Grade one file; ``variant``: the student's (``variants.Variant``'s fields), or None."""
+        from .variants import Variant
+        variant = Variant(**variant) if variant else None
         grader = self.grader
         outcome = _grade_once(grader, path, variant)
         if "error" in outcome and not _alive(grader):
@@ -102,7 +106,7 @@ class LocalExecutor:
                                        thread_name_prefix="grade")
 
     def run(self, tasks):
-        futures = {self.pool.submit(self.shared.grade, t.file, t.job.student): t for t in tasks}
+        futures = {self.pool.submit(self.shared.grade, t.file, t.variant): t for t in tasks}
         for future in as_completed(futures):
             yield futures[future], future.result()
 
@@ -113,9 +117,15 @@ class LocalExecutor:
 
 
 class DaskExecutor:
-    """Tasks on a Dask distributed cluster; each worker process keeps one SharedGrader."""
+    """Tasks on a Dask distributed cluster; each worker process keeps one SharedGrader.
 
-    def __init__(self, options: dict, scheduler: str):
+    ``tls``: (CA file, certificate, key) for a ``tls://`` scheduler (each may be None: then
+    Dask's own ``distributed.comm.tls`` configuration). A ``tcp://`` scheduler lets anyone
+    who reaches it run code on the workers (and so change grades): refused unless
+    ``insecure``."""
+
+    def __init__(self, options: dict, scheduler: str, *, tls=(None, None, None),
+                 insecure: bool = False):
         try:
             from distributed import Client
         except ImportError:
@@ -123,8 +133,9 @@ class DaskExecutor:
                              "distributed (or, in a checkout of the autograder, python -m pip "
                              "install -e \".[distributed]\")") from None
         self.options = options
+        security = security_for(scheduler, tls, insecure)
         try:
-            self.client = Client(scheduler, timeout="30s")
+            self.client = Client(scheduler, timeout="30s", security=security)
         except (OSError, TimeoutError) as e:
             from .outfolder import BatchError
             raise BatchError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
@@ -135,7 +146,7 @@ class DaskExecutor:
         for t in tasks:
             data = Path(t.file).read_bytes()
             future = self.client.submit(remote_grade, self.options, Path(t.file).name, data,
-                                        t.job.student, pure=False, retries=1)
+                                        t.variant, pure=False, retries=1)
             futures[future] = t
         for future in dask_completed(futures):
             try:
@@ -147,12 +158,46 @@ class DaskExecutor:
         self.client.close()
 
 
+def security_for(scheduler: str, tls=(None, None, None), insecure: bool = False):
+    """distributed's ``Security`` for this scheduler: TLS with certificates on both sides
+    (the scheduler accepts only clients whose certificate its CA signed), or None where the
+    instructor allowed a scheduler without authentication."""
+    from distributed import Security
+    scheme = scheduler.split("://", 1)[0] if "://" in scheduler else "tcp"
+    if scheme == "inproc":
+        return None
+    if scheme != "tls":
+        if insecure:
+            return None
+        raise UsageError(
+            f"the Dask scheduler {scheduler} is not authenticated: anyone who can reach it "
+            "can run code on its workers and change grades. Start it with TLS certificates "
+            "and give tls://HOST:PORT with --tls-ca-file, --tls-cert and --tls-key (README: "
+            "'Scale-out'), or, on a network only you can reach, add --insecure-scheduler")
+    ca, cert, key = tls
+    security = Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key,
+                        require_encryption=True) if any(tls) else \
+        Security(require_encryption=True)
+    missing = [flag for flag, value in (("--tls-ca-file", security.tls_ca_file),
+                                        ("--tls-cert", security.tls_client_cert))
+               if not value]
+    if missing:
+        raise UsageError(f"a tls:// scheduler needs the course's certificates: {', '.join(missing)} "
+                         "(or Dask's distributed.comm.tls configuration); see README "
+                         "'Scale-out'")
+    for path in (ca, cert, key):
+        if path and not Path(path).is_file():
+            raise UsageError(f"{path}: no such certificate or key file")
+    return security
+
+
 _WORKER_GRADERS: dict = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def remote_grade(options: dict, filename: str, data: bytes, student: str | None = None) -> dict:
-    """Runs on a Dask worker: grade one submission sent as its file's name and bytes."""
+def remote_grade(options: dict, filename: str, data: bytes, variant: dict | None = None) -> dict:
+    """Runs on a Dask worker: grade one submission sent as its file's name and bytes, as
+    the student's variant (plain numbers and a seed)."""
     key = repr(sorted(options.items()))
     with _WORKER_LOCK:
         shared = _WORKER_GRADERS.get(key)
@@ -161,13 +206,14 @@ def remote_grade(options: dict, filename: str, data: bytes, student: str | None 
     with tempfile.TemporaryDirectory(prefix="submission-") as folder:
         path = Path(folder) / filename
         path.write_bytes(data)
-        return shared.grade(str(path), student)
+        return shared.grade(str(path), variant)
 
 
-def make(name: str, options: dict, *, workers: int | None = None, scheduler: str | None = None):
+def make(name: str, options: dict, *, workers: int | None = None, scheduler: str | None = None,
+         tls=(None, None, None), insecure: bool = False):
     """The executor a command line asked for."""
     if name == "local":
         return LocalExecutor(options, workers)
     if name == "dask":
-        return DaskExecutor(options, scheduler)
+        return DaskExecutor(options, scheduler, tls=tls, insecure=insecure)
     raise UsageError(f"unknown executor {name!r}: local or dask")

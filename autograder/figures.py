@@ -1,14 +1,20 @@
 """The class report's plots, drawn with matplotlib and returned as PNG bytes.
 
 Only matplotlib's object API is used (``Figure``, no ``pyplot``): no global state, no
-window, nothing to close. Each function takes plain data and returns ``bytes``.
+window, nothing to close. Each function takes plain data and returns ``bytes``. No text is
+ever read as math (``text.parse_math`` off while a figure is drawn): a student id such as
+``$\\left($`` is drawn as it is written, never parsed (where it would raise).
 """
 from __future__ import annotations
 
+import functools
 import io
+import math
 import statistics
+import warnings
 
 try:
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
 except ImportError:                                   # the optional 'report' extra
     Figure = None
@@ -21,13 +27,25 @@ def available() -> bool:
     return Figure is not None
 
 
+def _plain_text(draw):
+    """Draw with mathtext off: every label, title and tick is plain text."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        with rc_context({"text.parse_math": False, "text.usetex": False}):
+            return draw(*args, **kwargs)
+    return drawn
+
+
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight",
-                metadata={"Software": None})
+    with warnings.catch_warnings():         # a glyph the font lacks (an id in CJK) is drawn as a box
+        warnings.filterwarnings("ignore", message="Glyph .* missing", category=UserWarning)
+        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight",
+                    metadata={"Software": None})
     return buffer.getvalue()
 
 
+@_plain_text
 def score_distribution(percents: list[float]) -> bytes:
     """A histogram of the scores, as percent of the maximum, with mean and median."""
     fig = Figure(figsize=(7, 3.4))
@@ -43,6 +61,7 @@ def score_distribution(percents: list[float]) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def check_outcomes(rows: list[tuple[str, dict[str, float]]]) -> bytes:
     """One stacked bar per check: the share of submissions passed, failed, in error, blocked
     (not graded: a check it requires failed) and skipped."""
@@ -61,6 +80,7 @@ def check_outcomes(rows: list[tuple[str, dict[str, float]]]) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def diagnosis_counts(counts: list[tuple[str, int]], total: int) -> bytes:
     """How many submissions each recognised mistake was found in, most frequent first."""
     fig = Figure(figsize=(7, 0.34 * max(len(counts), 1) + 1.2))
@@ -80,6 +100,7 @@ def diagnosis_counts(counts: list[tuple[str, int]], total: int) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def points_lost(rows: list[tuple[str, float, int]], students: int) -> bytes:
     """One bar per part: the points the class lost there (summed over submissions), each
     labelled with the number of students who lost any; most points lost first."""
@@ -99,6 +120,7 @@ def points_lost(rows: list[tuple[str, float, int]], students: int) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def attention_grid(weights, title: str) -> bytes:
     """A heatmap per head: weights is (num_heads, n_q, n_k); all heads share one colour scale."""
     heads = len(weights)
@@ -107,12 +129,15 @@ def attention_grid(weights, title: str) -> bytes:
     fig = Figure(figsize=(2.3 * cols + 0.8, 2.3 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
-    top = max(max(max(row) for row in head) for head in weights) or 1.0   # one shared scale
+    values = [v for head in weights for row in head for v in row if math.isfinite(v)]
+    low, top = min(values + [0.0]), max(values + [0.0])   # one shared scale, 0 included
+    if top <= low:                                         # all zero (or nothing finite)
+        top = low + 1.0
     for j, ax in enumerate(axes.flat):
         if j >= heads:
             ax.set_axis_off()
             continue
-        image = ax.imshow(weights[j], vmin=0.0, vmax=top, cmap="viridis")
+        image = ax.imshow(weights[j], vmin=low, vmax=top, cmap="viridis")
         ax.set_title(f"head {j}", fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)

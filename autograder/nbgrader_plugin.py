@@ -23,8 +23,15 @@ feedback would keep. The course's config therefore installs ``autograde_preproce
 It refuses a notebook if the grader's files changed, if bytecode stands in for them
 (``autograder.integrity``), if the pipeline still runs the notebook (``Execute``), or if an
 autograded cell is not ours (its score would need a kernel). ``feedback_preprocessors()``
-adds ``GraderOutputsOnly`` (outputs only on our cells, markers neutralised) and nbgrader's
-``ClearHiddenTests`` to the feedback.
+adds ``GraderOutputsOnly`` (outputs only on our cells, markers neutralised, the mark
+schemes and their model answers cut unless ``GraderOutputsOnly.mark_schemes`` is set) and
+nbgrader's ``ClearHiddenTests`` to the feedback.
+
+A student's written answers and other Markdown or raw cells are rendered as HTML by
+formgrader and by the feedback (nbconvert passes raw HTML and ``javascript:`` links through):
+``TrustedGrades`` and ``GraderOutputsOnly`` keep each such cell only where its rendering
+holds nothing but allowlisted HTML, and otherwise put the sanitised rendering in its place
+(``writers.escape.written_answer``, nh3), so ``<img onerror=...>`` reaches neither page.
 """
 from __future__ import annotations
 
@@ -42,10 +49,11 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import (ClearHiddenTests, ClearMarkScheme, Execute, GetGrades,
                                     NbGraderPreprocessor, OverwriteCells, SaveAutoGrades)
-from traitlets import Enum, Integer, List, Unicode
+from traitlets import Bool, Enum, Integer, List, Unicode
 
 from . import integrity, parts, variants
 from .writers import cells as cell_text
+from .writers import escape
 
 PROJECT = Path(__file__).resolve().parent.parent
 _GRADERS: dict = {}
@@ -97,6 +105,28 @@ def neutralise_student_text(nb) -> int:
             changed += text != cell.source
             cell.source = text
     return changed
+
+
+def sanitise_student_cells(nb) -> int:
+    """Every Markdown or raw cell that is not the course's, safe for nbconvert's HTML (see
+    the module's docstring); returns how many were changed."""
+    changed = 0
+    for cell in nb.cells:
+        if is_course_cell(cell) or cell.cell_type not in ("markdown", "raw"):
+            continue
+        safe = escape.written_answer(cell.source, cell.get("attachments")) \
+            if cell.cell_type == "markdown" else escape.html(cell.source)
+        changed += safe != cell.source
+        cell.source = safe
+    return changed
+
+
+def clear_mark_schemes(nb) -> int:
+    """The course's mark scheme regions (the written questions' model answers and rubrics)
+    cut, as nbgrader's ClearMarkScheme cuts them from the release; returns how many."""
+    cut = ClearMarkScheme(enforce_metadata=False, check_attachment_leakage=False)
+    return sum(bool(cut._remove_mark_scheme_region(cell)) for cell in nb.cells
+               if is_course_cell(cell))
 
 
 def is_test_cell(cell) -> bool:
@@ -166,6 +196,9 @@ class TrustedGrades(NbGraderPreprocessor):
         if neutralise_student_text(nb):
             self.log.info("TrustedGrades: nbgrader markers in %s's text neutralised",
                           info["student"])
+        if sanitise_student_cells(nb):
+            self.log.info("TrustedGrades: HTML in %s's Markdown sanitised (formgrader shows it)",
+                          info["student"])
         return nb, resources
 
     def _refuse_unsealed(self) -> None:
@@ -213,7 +246,7 @@ class TrustedGrades(NbGraderPreprocessor):
 
     def _grader(self):
         root = Path(CourseDirectory(config=self.config).root or os.getcwd()).resolve()
-        return shared_grader(self.seed, self.rubric, self.device, hide=hideable([root]))
+        return shared_grader(self.seed, self.rubric, self.device, hide=course_hidden(root))
 
 
 def load_whole_grader() -> None:
@@ -237,6 +270,14 @@ def shared_grader(seed: int, rubric: str, device: str, hide=()):
         atexit.register(grader.close)
         _GRADERS[key] = grader
     return _GRADERS[key]
+
+
+def course_hidden(course: Path) -> list[str]:
+    """What the sandbox hides of a course: its folder (where that holds neither the
+    interpreter nor the grader) and, whatever the folder, its nbgrader_config.py (which may
+    hold the variant secret)."""
+    config = course / "nbgrader_config.py"
+    return hideable([course]) + ([str(config)] if config.exists() else [])
 
 
 def hideable(folders) -> list[str]:
@@ -327,9 +368,14 @@ class GraderOutputsOnly(NbGraderPreprocessor):
     """Feedback: outputs only on our autograded cells (TrustedGrades wrote them), none on any
     other cell, whatever the autograded notebook holds; the markers in the student's text
     neutralised, so ClearHiddenTests after it cuts only the course's hidden tests; the long
-    helper cell folded to one line."""
+    helper cell folded to one line; the mark schemes cut unless asked for; the students'
+    Markdown sanitised."""
 
     display_data_priority = List(PRIORITY).tag(config=True)
+    mark_schemes = Bool(False, help="Show the written questions' mark schemes (their model "
+                        "answers and rubrics) in the students' feedback. Off by default: "
+                        "feedback released before the deadline would hand them to late "
+                        "submitters.").tag(config=True)
 
     def preprocess(self, nb, resources):
         for cell in nb.cells:
@@ -343,6 +389,9 @@ class GraderOutputsOnly(NbGraderPreprocessor):
                 cell.source = (f"# {cell.metadata.nbgrader.grade_id}: the course's "
                                f"{cell.source.count(chr(10)) + 1} lines, as released (not shown)")
         neutralise_student_text(nb)
+        sanitise_student_cells(nb)
+        if not self.mark_schemes:
+            clear_mark_schemes(nb)
         return nb, resources
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import scoring
 from .files import write_atomic
+from .writers.escape import csv_cell
 
 FORMAT = 1                      #: version of OUT's layout, recorded in batch.json
 
@@ -121,24 +122,15 @@ GRADES_COLUMNS = ("student", "assignment", "score", "max_score", "status", "diag
 
 
 def write_grades(out: Path, jobs: list) -> None:
-    """grades.csv, one row per student found, from the result files on disk."""
+    """grades.csv, one row per student found, from the result files on disk. Every cell is
+    UTF-8 (a file name's undecodable bytes as U+FFFD) and none is one a spreadsheet would
+    run as a formula (``writers.escape.csv_cell``: an id such as ``=HYPERLINK(...)``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(GRADES_COLUMNS)
     for job in jobs:
-        writer.writerow([_readable(v) for v in _grades_row(out, job)])
+        writer.writerow([csv_cell(v) for v in _grades_row(out, job)])
     write_atomic(str(out / "grades.csv"), buffer.getvalue())
-
-
-def _readable(value):
-    """A file name that is not UTF-8 (its bytes kept as surrogates) shown with U+FFFD, so
-    that one student's odd name cannot stop grades.csv from being written."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:                  # a surrogate no file name holds
-        return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _grades_row(out: Path, job) -> list:
@@ -155,18 +147,3 @@ def _grades_row(out: Path, job) -> list:
         return base + ["", "", "grader-failed", "", "", why]
     except (OSError, ValueError, KeyError):
         return base + ["", "", "not-graded", "", "", "interrupted before it was graded"]
-
-
-def load_results(out) -> list[dict]:
-    """Every result in an output folder, with its key (for the class report)."""
-    folder = Path(out) / "results"
-    found = []
-    for path in sorted(folder.rglob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        found.append(dict(data, key=str(path.relative_to(folder).with_suffix(""))))
-    return found

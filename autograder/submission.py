@@ -20,6 +20,7 @@ from . import archives
 MAX_BYTES = 2 << 20                 #: a submission's source above this is refused
 MAX_NOTEBOOK_BYTES = 32 << 20       #: a notebook may carry outputs (plots), so more
 MAX_NOTEBOOK_DEPTH = 200            #: JSON nesting; Jupyter's own notebooks need about ten
+MAX_CELLS = 2000                    #: the assignment's notebook has about 50 cells
 JSON_ESCAPE = re.compile(rb"\\.", re.S)   #: an escaped character: \" does not end a string
 CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.M)      #: PEP 263 declaration
 API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_heads",
@@ -184,11 +185,22 @@ def _syntax_message(e: SyntaxError, filename: str, data: bytes = b"") -> str:
         return (f"{filename} is not valid UTF-8 text{where}. Python refuses to run it. Save "
                 "the file as UTF-8 (most editors: 'Save with encoding' → UTF-8) and submit it "
                 "again.")
-    line = (e.text or "").strip()
-    shown = f"\n    {line[:120]}" if line else ""
     line_no = f", line {e.lineno}" if e.lineno else ""
-    return (f"syntax error in {filename}{line_no}: {reason}{shown}\n"
+    return (f"syntax error in {filename}{line_no}: {reason}.{_quoted_line(e)}\n"
             "Python cannot import the file, so no check could run; fix this line and submit again.")
+
+
+def _quoted_line(e: SyntaxError) -> str:
+    """The offending line on a line of its own, indented as code (every writer keeps such a
+    line apart from the sentence), with a caret under the column Python names."""
+    text = (e.text or "").rstrip("\n")
+    stripped = text.strip()
+    if not stripped:
+        return ""
+    shown = "".join(ch if ch.isprintable() else "?" for ch in stripped[:120])
+    offset = (e.offset or 0) - 1 - (len(text) - len(text.lstrip()))
+    caret = f"\n    {' ' * offset}^" if 0 <= offset <= len(shown) else ""
+    return f" The line:\n    {shown}{caret}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,6 +212,12 @@ def _load_notebook(path: Path) -> Submission:
         return Submission(path.name, str(path), b"", problem=(
             f"{path.name} is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB; clear its outputs "
             "(Kernel → Restart & Clear Output), save it and submit it again"))
+    cells = data.count(b'"cell_type"')          # each cell has one; strings escape their quotes
+    if cells > MAX_CELLS:
+        return Submission(path.name, str(path), b"", problem=(
+            f"{path.name} has about {cells:,} cells, more than the {MAX_CELLS:,} a notebook may "
+            f"have (the assignment's has about 50), so it was not read; keep your solution in "
+            "the assignment's cells, delete the others, save it and submit it again"))
     depth = json_depth(data, MAX_NOTEBOOK_DEPTH)
     if depth > MAX_NOTEBOOK_DEPTH:
         return Submission(path.name, str(path), b"", problem=(
@@ -216,7 +234,7 @@ def _load_notebook(path: Path) -> Submission:
             f"{path.name} is not a valid notebook (not JSON with a list of cells). Open it in "
             "Jupyter, save it again, and resubmit the .ipynb file."))
     graded = any(_nbgrader(c).get("solution") for c in cells if isinstance(c, dict))
-    kept, notes, ids = [], _cell_problems(cells), []
+    kept, notes, ids, size = [], _cell_problems(cells), [], 0
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -240,6 +258,9 @@ def _load_notebook(path: Path) -> Submission:
             continue
         kept.append(f"# --- {label} ---\n{code}\n")
         ids.append(label)
+        size += len(kept[-1])
+        if size > MAX_BYTES:                 # no need to compile the rest: it is too much
+            break
     source = "\n".join(kept).encode()
     problem = None if kept else f"{path.name} has no code cell that could be graded"
     if len(source) > MAX_BYTES:

@@ -34,6 +34,12 @@ PROBE = textwrap.dedent('''
             memfd = True
         except OSError:
             memfd = False
+        try:
+            import socket
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+            sock = True
+        except OSError:
+            sock = False
         with open("/proc/self/cgroup") as f:
             groups = f.read()
         return repr({"CapEff": int(status["CapEff"], 16), "CapPrm": int(status["CapPrm"], 16),
@@ -41,6 +47,7 @@ PROBE = textwrap.dedent('''
                      "ppid": os.getppid(), "procs": sorted(p for p in os.listdir("/proc")
                                                           if p.isdigit()),
                      "umount": umount, "remount": remount, "shm": shm, "memfd": memfd,
+                     "socket": sock,
                      "cgroup": "autograder-" in groups})
 ''')
 

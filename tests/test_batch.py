@@ -139,13 +139,21 @@ def test_report_renders_with_real_pngs(graded, tmp_path):
 
 
 def test_dask_executor_equals_local(graded, class_dir, tmp_path):
-    """Does a local Dask cluster give the same results as the local run, same folder and seed?"""
+    """Does a local Dask cluster, over TLS with the course's certificates, give the same
+    results as the local run, same folder and seed?"""
     distributed = pytest.importorskip("distributed", reason="the 'distributed' extra is not installed")
+    import dask_certs
     out = tmp_path / "dask"
+    certs = dask_certs.make(tmp_path / "certs")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                                  protocol="tls://", host="127.0.0.1",
+                                  security=dask_certs.security(certs),
                                   dashboard_address=":0", silence_logs=40) as cluster:
+        assert cluster.scheduler_address.startswith("tls://")
         status = main(["batch", str(class_dir), "--output", str(out), "--seed", "7",
-                       "--executor", "dask", "--scheduler", cluster.scheduler_address])
+                       "--executor", "dask", "--scheduler", cluster.scheduler_address,
+                       "--tls-ca-file", certs["ca"], "--tls-cert", certs["cert"],
+                       "--tls-key", certs["key"]])
     assert status == 1                                    # frank, as locally
     remote, local = results(out), results(graded[0])
     assert set(remote) == set(local)

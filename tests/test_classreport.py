@@ -89,20 +89,22 @@ def test_one_feedback_file_per_student_and_an_lms_csv(tmp_path):
     """Is there one Markdown file per student with what grade --format text says (score,
     every check with its outcome and feedback, the mistakes, the reason for a zero), and a
     CSV with one row per student and a comment?"""
-    names = classreport.write_feedback(CLASS, tmp_path / "feedback")
+    names, missing = classreport.write_feedback(CLASS, tmp_path / "feedback")
+    assert missing == []
     assert sorted(p.name for p in (tmp_path / "feedback").iterdir()) == sorted(names.values())
     assert len(names) == len(CLASS)
     ben = (tmp_path / "feedback" / names["ben"]).read_text()
     assert ben.startswith("# Feedback: ben") and "**0 / 10 points**" in ben
     assert "| `split_heads.values` | FAILED | 0 / 6 | head 1 got rows |" in ben
-    assert "| `split_heads.raises` | not graded | 0 / 2 |" in ben
+    assert "| `split_heads.raises` | BLOCKED by `split_heads.values` | 0 / 2 |" in ben
     assert "- **split.no-transpose**: reshape, then transpose(1, 2)" in ben
     cy = (tmp_path / "feedback" / names["cy"]).read_text()
     assert "Why no points: syntax error in mha.py, line 3" in cy
     rows = list(csv.DictReader(io.StringIO(classreport.lms_csv(CLASS, names))))
     assert [r["student"] for r in rows] == ["amy", "ben", "cy", "dee", "eve"]
     assert rows[0] == {"student": "amy", "assignment": "mha", "points": "8", "max_points": "10",
-                       "percent": "80.0", "comment": "", "feedback_file": "feedback/amy.md"}
+                       "percent": "80.0", "comment": "", "feedback_file": f"feedback/{names['amy']}"}
+    assert names["amy"].startswith("amy-") and names["amy"].endswith(".md")
     assert rows[1]["comment"] == "no check passed"
     assert rows[2]["comment"].startswith("syntax error in mha.py, line 3")
 
@@ -114,7 +116,8 @@ def test_feedback_markdown_cannot_break_its_table():
     text = classreport.feedback_markdown(r)
     row = next(line for line in text.splitlines() if line.startswith("| `split_heads.values`"))
     assert row.count(" | ") == 3 + 0 and "<script>" not in text and "a \\| b" in row
-    assert classreport.feedback_name(r) == "x_y.md"
+    assert "\\<script\\>" in row and "&lt;" not in text         # escaped once, not as HTML entities
+    assert classreport.feedback_name(r).startswith("x_y-")
 
 
 def test_report_page_and_figures(tmp_path, monkeypatch):
@@ -130,7 +133,9 @@ def test_report_page_and_figures(tmp_path, monkeypatch):
     page = index.read_text()
     assert "Points lost per part" in page and "blocked" in page
     assert "<td>split.no-transpose</td>" not in page and "<code>split.no-transpose</code>" in page
-    assert "the stub, unchanged" in page and "empty file" in page and "href='feedback/eve.md'" in page
+    assert "the stub, unchanged" in page and "empty file" in page
+    assert "<details><summary>feedback</summary>" in page             # works mailed alone
+    assert page.count("<details>") == len(CLASS) and "# Feedback: eve" in page
     pngs = {p.name for p in (tmp_path / "report").glob("*.png")}
     assert pngs == {"scores.png", "checks.png", "parts.png", "diagnoses.png"}
     assert all((tmp_path / "report" / n).read_bytes().startswith(PNG) for n in pngs)

@@ -132,7 +132,8 @@ def _reachable_pairs() -> list[list[str]]:
 #: Run before the driver: no user namespace can be made from then on (a seccomp filter
 #: that refuses CLONE_NEWUSER, the sandbox's own), as on a machine that has none.
 NO_USERNS = ("import os, sys; sys.path.insert(0, 'autograder/sandbox'); import jail; "
-             "jail.refuse_memfd(); os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
+             "jail.refuse_memfd(sockets=False); "
+             "os.execv(sys.executable, [sys.executable] + sys.argv[1:])")
 
 
 def _grade_all(mode: str, fixtures=None, without_namespaces: bool = False) -> dict:
@@ -216,7 +217,11 @@ def test_the_sandbox_has_nothing_left(graded):
     assert seen["uid"] != 0 and seen["ppid"] == 0 and seen["procs"] == ["1"]
     assert seen["umount"] == -1 and seen["remount"] == -1 and seen["shm"] == -1
     assert seen["memfd"] == seen["cgroup"]           # refused exactly where no cgroup counts it
-    assert probe["notes"] == []
+    assert seen["socket"] == seen["cgroup"]          # a new socket too; the channel still works
+    limits = [n for n in probe["notes"] if n.startswith("sandbox limits in force")]
+    assert [n for n in probe["notes"] if n not in limits] == [] and len(limits) == 1
+    said = "counted by a cgroup" if seen["cgroup"] else "new sockets and new namespaces refused"
+    assert said in limits[0] and "128 open files" in limits[0], limits
 
 
 @pytest.mark.parametrize("name, said", [
@@ -261,11 +266,12 @@ def test_memory_spread_over_processes_is_counted_together(graded):
 
 
 @pytest.mark.parametrize("name", ["limits_sysv_shm.py", "limits_memfd.py",
-                                  "limits_own_namespace_tmpfs.py"])
+                                  "limits_own_namespace_tmpfs.py", "limits_unix_sockets.py"])
 def test_memory_no_process_shows_is_limited(graded, name):
-    """6 GiB of System V shared memory, memfd pages, or tmpfs and shared memory in
-    namespaces of its own, against a 1 GiB limit: stopped as a memory problem where a cgroup
-    counts it, refused (nothing held) where none does. (System V shared memory is capped in
+    """6 GiB of System V shared memory, memfd pages, tmpfs and shared memory in namespaces
+    of its own, or the buffers of Unix socket connections nobody accepts, against a 1 GiB
+    limit: stopped as a memory problem where a cgroup counts it, refused (nothing held)
+    where none does; and the report's notes say which limits held it. (System V shared memory is capped in
     the sandbox's IPC namespace even where a cgroup would count it.)"""
     mode, result = graded
     r = _report(graded, name)
@@ -276,6 +282,7 @@ def test_memory_no_process_shows_is_limited(graded, name):
         assert "went over the memory limit (1 GiB)" in text, text[:500]
     else:
         assert "held 0 MiB" in text, text[:500]
+    assert "sandbox limits in force: memory 1 GiB" in " ".join(r["notes"]), r["notes"]
 
 
 def test_root_runs_have_a_cgroup_where_the_machine_has_one(graded):

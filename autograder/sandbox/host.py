@@ -21,6 +21,7 @@ from .probes import ASK_LIMIT  # questions the sandbox may ask during one probe
 from .spawn import GraderError, Zygote  # noqa: F401  (re-exported: callers import them here)
 
 OUTPUT_HEAD, OUTPUT_TAIL = 64 << 10, 16 << 10
+LIMITS_NOTE = "sandbox limits in force"      #: the note's opening words (instructors' notes)
 
 
 class StudentError(Exception):
@@ -110,6 +111,7 @@ class Sandbox:
         if ready.get("ready") is not True or not isinstance(ready.get("notes"), list):
             raise GraderError("the sandbox did not start properly")
         self.notes = [sanitize(n, 400) for n in ready["notes"] if isinstance(n, str)][:10]
+        self.notes.append(limits_note(self.config, self.zygote.last_cgroup, self.notes))
         self.nonce = secrets.token_hex(16)
         try:
             answer = self._exchange({"source": self.source, "filename": self.filename},
@@ -280,6 +282,29 @@ class Sandbox:
         if status == -signal.SIGKILL or status == -signal.SIGSEGV:
             how += " — perhaps it ran out of memory or time"
         return f"the submission's worker {how} {when}"
+
+
+def limits_note(config: dict, cgroup: bool, notes: list[str]) -> str:
+    """Which limits held this sandbox: how its memory was counted, and its resource limits."""
+    gib = config.get("memory_bytes", 0) / 2**30
+    refused = not any("could not be refused" in n for n in notes)
+    if cgroup:
+        memory = (f"memory {gib:g} GiB for all its processes together, counted by a cgroup of "
+                  "its own (every page: shared memory, tmpfs and socket buffers included)")
+    else:
+        memory = (f"memory {gib:g} GiB for all its processes together, counted by the grader's "
+                  "watch of their sizes (no cgroup here); "
+                  + ("memfd, new sockets and new namespaces refused (seccomp), so no memory "
+                     "escapes that count" if refused else "memfd and new sockets NOT refused"))
+    names = {"RLIMIT_CPU": "CPU {} s", "RLIMIT_NPROC": "{} processes", "RLIMIT_NOFILE":
+             "{} open files", "RLIMIT_FSIZE": "files up to {}", "RLIMIT_AS": "address space {}"}
+    rest = [text.format(_size(value) if name in ("RLIMIT_FSIZE", "RLIMIT_AS") else value)
+            for name, value in config.get("limits", {}).items() if (text := names.get(name))]
+    return f"{LIMITS_NOTE}: {memory}; " + ", ".join(rest)
+
+
+def _size(value: int) -> str:
+    return f"{value / 2**30:g} GiB" if value >= 2**30 else f"{value / 2**20:g} MiB"
 
 
 def _reader(chan: socket.socket, deadline: float):

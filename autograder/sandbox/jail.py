@@ -1,9 +1,13 @@
 """The sandbox's view of the machine: a new root holding only what the interpreter needs.
 
 Allow-list, not deny-list: the new root is an empty read-only tmpfs into which the system
-folders, Python's own folders and the folders of the libraries already loaded are bound
-read-only. The grader's checkout, the reference, the hidden checks, other submissions and
-the home folders are simply not there. Each sandbox then gets its own /tmp and /dev/shm,
+folders (``/usr``, ``/lib``...), a few files of ``/etc`` (``ETC``: the loader's cache, the
+time zone, the user database), Python's own folders (those on its path and its binary's,
+never its whole prefix, whose ``etc/jupyter`` may hold a course's configuration) and the
+folders of the libraries already loaded are bound read-only. The grader's checkout, the
+reference, the hidden checks, other submissions, the home folders and every place Jupyter
+and nbgrader read configuration from (hidden on top, by the grader: ``spawn``) are simply
+not there. Each sandbox then gets its own /tmp and /dev/shm,
 a fresh /proc (its own PID namespace: it sees only its own processes), and no network.
 
 The zygote builds this root once (``build``) in a private mount namespace and every
@@ -43,7 +47,12 @@ MNT_DETACH = 2
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
-SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/sys")
+SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/sys")
+#: What of /etc a sandbox may read (where present): the loader's cache and configuration,
+#: the time zone, the user and group names, name-service rules, symbolic links of tools.
+ETC = tuple(f"/etc/{name}" for name in (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
+    "nsswitch.conf", "host.conf", "hosts", "alternatives", "os-release", "mime.types"))
 DEVICES = ("null", "zero", "full", "random", "urandom")
 ROOT = "/tmp"     #: where the new root is built: over /tmp, in a private mount namespace
 
@@ -68,7 +77,7 @@ def _inside(path: str, folders) -> bool:
 
 def runtime_paths(hide) -> list[str]:
     """Real folders the interpreter needs, parents before children, none inside `hide`."""
-    found = set(SYSTEM) | {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    found = set(SYSTEM) | {os.path.dirname(os.path.realpath(sys.executable))}
     found |= {p for p in sys.path if p.startswith("/")}
     found |= {p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":")    # e.g. CUDA's
               if p.startswith("/")}
@@ -85,6 +94,13 @@ def runtime_paths(hide) -> list[str]:
                 and not _inside(path, keep):
             keep.append(path)
     return keep
+
+
+def runtime_files(folders, hide) -> list[str]:
+    """The files of /etc the sandbox needs (``ETC``), where present, unless bound already."""
+    hide = [os.path.realpath(h) for h in hide]
+    return [path for path in ETC if os.path.lexists(path) and not _inside(path, folders)
+            and not _inside(os.path.realpath(path), hide)]
 
 
 def _symlinks(paths) -> dict[str, str]:
@@ -123,11 +139,12 @@ def build(hide) -> str:
 
     Sources are opened before /tmp is covered, so a runtime kept under /tmp still binds."""
     paths = runtime_paths(hide)
-    wanted = list(paths) + list(sys.path) + [sys.prefix, sys.executable] + list(SYSTEM)
+    files = runtime_files(paths, hide)
+    wanted = list(paths) + list(sys.path) + [sys.executable] + list(SYSTEM) + files
     links = {k: v for k, v in _symlinks(wanted).items()
-             if not _inside(k, paths) and os.path.realpath(k) != k}
+             if not _inside(k, paths) and os.path.realpath(k) != k and k not in files}
     devices = [d for d in os.listdir("/dev") if d in DEVICES or d.startswith("nvidia")]
-    sources = {p: os.open(p, os.O_PATH) for p in paths + [f"/dev/{d}" for d in devices]}
+    sources = {p: os.open(p, os.O_PATH) for p in paths + files + [f"/dev/{d}" for d in devices]}
     try:
         mount("none", ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
         for link, text in sorted(links.items()):
@@ -137,15 +154,7 @@ def build(hide) -> str:
         for folder in ("tmp", "proc", "dev/shm"):
             os.makedirs(f"{ROOT}/{folder}", mode=0o755, exist_ok=True)
         for path, fd in sources.items():
-            if path.startswith("/dev/") and not os.path.isdir(path):    # a device node
-                open(ROOT + path, "w").close()
-                mount(f"/proc/self/fd/{fd}", ROOT + path, None, MS_BIND)
-            elif path.startswith("/dev/"):                              # e.g. nvidia-caps/
-                os.makedirs(ROOT + path, mode=0o755, exist_ok=True)
-                mount(f"/proc/self/fd/{fd}", ROOT + path, None, MS_BIND | MS_REC)
-            else:
-                os.makedirs(ROOT + path, mode=0o755, exist_ok=True)
-                _bind_readonly(f"/proc/self/fd/{fd}", ROOT + path)
+            _place(path, fd)
     finally:
         for fd in sources.values():
             os.close(fd)
@@ -156,6 +165,25 @@ def build(hide) -> str:
     _hide(ROOT, hide)
     mount(None, ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     return ROOT
+
+
+def _place(path: str, fd: int) -> None:
+    """Bind one folder, file or device node (opened as ``fd``) at its place in the root."""
+    source, target = f"/proc/self/fd/{fd}", ROOT + path
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    if os.path.isdir(source):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+        if path.startswith("/dev/"):                                # e.g. nvidia-caps/
+            mount(source, target, None, MS_BIND | MS_REC)
+        else:
+            _bind_readonly(source, target)
+        return
+    if not os.path.lexists(target):
+        open(target, "w").close()
+    if path.startswith("/dev/"):                                    # a device node
+        mount(source, target, None, MS_BIND)
+    else:
+        _bind_readonly(source, target)
 
 
 def _hide(root: str, hide) -> list[str]:
@@ -288,6 +316,9 @@ def cap_sysv_shm() -> None:
 SYSCALLS = {0xC000003E: ((319, 447), (272, 56), 435),      # x86_64
             0x40000003: ((356, 447), (310, 120), 435),     # i386
             0xC00000B7: ((279, 447), (97, 220), 435)}      # aarch64
+#: Per seccomp_data.arch: socket and socketpair (i386: also socketcall, which multiplexes
+#: them; nothing here makes 32-bit calls).
+SOCKET_CALLS = {0xC000003E: (41, 53), 0x40000003: (102, 359, 360), 0xC00000B7: (198, 199)}
 X32_BIT = 1 << 30                 #: x86_64's x32 calls: refused outright (nothing here uses them)
 NEW_NAMESPACES = CLONE_NEWUSER | CLONE_NEWIPC     #: flags refused in unshare and clone
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -303,11 +334,13 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Instruction))]
 
 
-def _memfd_filter() -> list[tuple[int, int, int, int]]:
+def _memfd_filter(sockets: bool = True) -> list[tuple[int, int, int, int]]:
     """A classic BPF program. For each known architecture: memfd_create and memfd_secret
     fail with EPERM; so do unshare and clone asking for a new user or IPC namespace (a user
     namespace of its own would let the sandbox mount an unbounded tmpfs, an IPC namespace
-    of its own would have uncapped shared memory); clone3, whose flags a filter cannot
+    of its own would have uncapped shared memory), and, with ``sockets``, socket and
+    socketpair (connections nobody accepts hold kernel memory that no process's size shows:
+    the sandbox keeps the one channel it already has); clone3, whose flags a filter cannot
     read, answers ENOSYS, so the C library falls back to clone. Everything else is allowed.
     Jumps are forward offsets, resolved to the labels "deny", "enosys" and "flags:ARCH"."""
     program: list = [(_LD_ABS, 0, 0, 4)]                                    # arch
@@ -316,6 +349,7 @@ def _memfd_filter() -> list[tuple[int, int, int, int]]:
         if arch == 0xC000003E:
             block.append((_JGE, "deny", 0, X32_BIT))
         block += [(_JEQ, "deny", 0, n) for n in memfd]
+        block += [(_JEQ, "deny", 0, n) for n in SOCKET_CALLS[arch] if sockets]
         block += [(_JEQ, f"flags:{arch}", 0, n) for n in spawn]
         block += [(_JEQ, "enosys", 0, clone3), (_RET, 0, 0, _ALLOW)]
         block += [(f"flags:{arch}",), (_LD_ABS, 0, 0, 16),                 # args[0], low half
@@ -335,11 +369,12 @@ def _memfd_filter() -> list[tuple[int, int, int, int]]:
             for i, (c, jt, jf, k) in enumerate(code)]
 
 
-def refuse_memfd() -> None:
-    """memfd_create (and new user or IPC namespaces) fail with EPERM from now on, in this
-    process and its children: an anonymous file's pages are in no process's size until
-    mapped. Needs no_new_privs."""
-    code = _memfd_filter()
+def refuse_memfd(sockets: bool = True) -> None:
+    """memfd_create, new user or IPC namespaces and (with ``sockets``) new sockets fail with
+    EPERM from now on, in this process and its children: an anonymous file's pages, and the
+    buffers of socket connections nobody accepts, are in no process's size. The sandbox's
+    channel to the grader exists before this, and stays. Needs no_new_privs."""
+    code = _memfd_filter(sockets)
     instructions = (_Instruction * len(code))(*code)
     program = _Program(len(code), instructions)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \

@@ -85,6 +85,31 @@ def _launch():
     return proc, ours, log
 
 
+def config_places() -> list[str]:
+    """Every place Jupyter and nbgrader read configuration from (a course's secret may sit in
+    any): what ``jupyter --paths`` lists, ``$JUPYTER_CONFIG_DIR`` and ``$JUPYTER_CONFIG_PATH``,
+    the prefixes' ``etc/jupyter``, the home's, and the configuration files nbgrader reads from
+    the folder it runs in. Computed here, where the environment is (the zygote has none):
+    the sandbox's root hides each one that a bound folder would show."""
+    home = os.path.expanduser("~")
+    places = [os.environ.get("JUPYTER_CONFIG_DIR", ""), os.path.join(home, ".jupyter"),
+              os.path.join(home, ".local", "etc", "jupyter"), "/usr/local/etc/jupyter",
+              "/etc/jupyter", "/usr/etc/jupyter"]
+    places += os.environ.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep)
+    places += [os.path.join(p, "etc", "jupyter") for p in (sys.prefix, sys.base_prefix,
+                                                            sys.exec_prefix)]
+    places += [os.path.join(os.getcwd(), name) for name in ("nbgrader_config.py",
+                                                            "nbgrader_config.json",
+                                                            "jupyter_config.py")]
+    try:
+        from jupyter_core.paths import jupyter_config_path
+        places += jupyter_config_path()
+    except Exception:       # noqa: BLE001 — no Jupyter here: the standard places above
+        pass
+    return sorted({os.path.realpath(p) for p in places if p and os.path.isabs(p)
+                   and os.path.lexists(p)})
+
+
 def prestart() -> None:
     """Start a zygote now, from this thread (it dies with it), for the next ``Zygote()``."""
     if not _PRESTARTED:
@@ -107,7 +132,8 @@ class Zygote:
         self.exits: dict[int, tuple[int, str | None]] = {}
         self._ready = False
         self._closed = False
-        self._send({"op": "setup", "hide": [str(h) for h in hide],
+        self.last_cgroup = False
+        self._send({"op": "setup", "hide": [str(h) for h in hide] + config_places(),
                     "memory_bytes": int(memory_bytes)})
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -152,6 +178,8 @@ class Zygote:
             raise GraderError(f"the sandbox's interpreter did not start:\n{tail}")
 
     def fork(self, config: dict) -> tuple[int, socket.socket, int, int]:
+        """(pid, channel, stdout fd, stderr fd) of a new sandbox; ``self.last_cgroup`` says
+        whether it was born in a cgroup of its own."""
         self.wait_ready()
         with self._lock:
             try:
@@ -164,6 +192,7 @@ class Zygote:
             with self._cond:
                 message, fds = self._replies.pop(0)
         chan, out_fd, err_fd = fds
+        self.last_cgroup = bool(message.get("cgroup"))
         return message["pid"], socket.socket(fileno=chan), out_fd, err_fd
 
     def _send(self, message: dict) -> None:

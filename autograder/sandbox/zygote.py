@@ -26,7 +26,8 @@ watch (resident sizes, by sandbox) stopped.
 
 Control protocol (a Unix socket from the grader): one JSON line per message.
   grader -> zygote  {"op": "setup", "hide": [...], "memory_bytes": N}  (first, once)
-                    {"op": "fork", "config": {...}}  -> {"pid": N, "uid": U} + 3 fds
+                    {"op": "fork", "config": {...}}  -> {"pid": N, "uid": U, "cgroup": B}
+                                                        + 3 fds (B: born in a cgroup of its own)
                     {"op": "kill", "pid": N}
   zygote -> grader  {"ready": true}                          (after setup)
                     {"exited": N, "status": S, "reason": R}   (S: exit code, or -signal;
@@ -201,7 +202,8 @@ class Zygote:
         self.children[pid] = self._owner(pid, uid)
         if group:
             self.groups[pid] = group
-        socket.send_fds(self.control, [json.dumps({"pid": pid, "uid": uid}).encode() + b"\n"],
+        reply = {"pid": pid, "uid": uid, "cgroup": group is not None}
+        socket.send_fds(self.control, [json.dumps(reply).encode() + b"\n"],
                         [parent_end.fileno(), out_r, err_r])
         parent_end.close()
         os.close(out_r)

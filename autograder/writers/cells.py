@@ -12,8 +12,10 @@ import textwrap
 
 from ..parts import part_of
 from .clean import clean
+from .outcome import blocked_label, outcome
 
-MARKS = {"passed": "passed ", "failed": "FAILED ", "error": "ERROR  ", "skipped": "skipped"}
+MARKS = {"passed": "passed ", "failed": "FAILED ", "error": "ERROR  ", "skipped": "skipped",
+         "blocked": "BLOCKED"}
 WIDTH = 96
 #: Notes left out: about the grader's isolation (for instructors), and about the rubric's
 #: rescaling of skipped checks (an nbgrader cell keeps its points; see autograder.parts).
@@ -30,7 +32,8 @@ def render(report, *, part: str, public: bool, score: float, points: float,
         lines.append("  (this part's checks are all hidden: see its hidden test cell below)" if public
                      else "  (this part's checks are all public: see its public test cell)")
     for r in results:
-        lines.append(f"  {MARKS[r.status.value]} {clean(r.name)}")
+        lines.append(f"  {MARKS[outcome(r)]} {clean(r.name)}"
+                     + (f" ({clean(blocked_label(r))})" if r.blocked_by else ""))
         if r.feedback and r.status.value != "passed":
             lines += _wrap(clean(r.feedback), "            ")
     if diagnoses:
@@ -48,6 +51,9 @@ def render(report, *, part: str, public: bool, score: float, points: float,
 def _wrap(text: str, first: str, rest: str | None = None) -> list[str]:
     out = []
     for paragraph in text.splitlines() or [""]:
+        if paragraph.startswith("    "):       # quoted code (a syntax error's line): as it is
+            out.append((rest or first) + paragraph)
+            continue
         out += textwrap.wrap(paragraph, WIDTH, initial_indent=first if not out else (rest or first),
                              subsequent_indent=rest or first) or [first.rstrip()]
     return out

@@ -21,6 +21,7 @@ import json
 
 from ..parts import AREAS
 from .clean import clean
+from .outcome import blocked_label
 
 VISIBLE, AFTER_PUBLISHED, HIDDEN = "visible", "after_published", "hidden"
 FORMAT = "text"                     #: every string is plain text (shown in a <pre>)
@@ -85,6 +86,8 @@ def _test(r, number: str, diagnoses=()) -> dict:
     if r.status.value in STATUS:
         test["status"] = STATUS[r.status.value]
     output = clean(r.feedback)
+    if r.blocked_by:                # not a failure of its own: say what holds it back
+        output = f"{clean(blocked_label(r))}: not graded until they pass.\n\n{output}".rstrip()
     if diagnoses:
         output += "\n\nRecognised mistake:\n" + _diagnoses(diagnoses)
     test.update({"output": output, "output_format": FORMAT, "tags": [clean(r.group)],

@@ -5,6 +5,7 @@
         <properties>  score, max_score, seed, submission  </properties>
         <testcase classname="mha.<group>" name="<check>" time>  one per check
           <failure | error | skipped message type>feedback</...>   unless it passed
+                                            (a blocked check: <skipped type="blocked">)
         <system-out>  recognised mistakes and notes  </system-out>
 
 Valid against ``junit-10.xsd``, the schema pytest checks its own JUnit output with. The
@@ -17,20 +18,21 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from .clean import clean
+from .outcome import blocked_label, outcome
 
 SUITE = "mha-autograder"
-ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
+ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped", "blocked": "skipped"}
 MESSAGE_LIMIT = 200                 #: the one-line summary CI systems show in their tables
 
 
 def render(report) -> str:
-    counts = {status: sum(r.status.value == status for r in report.results)
-              for status in ("failed", "error", "skipped")}
+    counts = {status: sum(outcome(r) == status for r in report.results)
+              for status in ("failed", "error", "skipped", "blocked")}
     totals = {"tests": str(len(report.results)), "failures": str(counts["failed"]),
               "errors": str(counts["error"])}
     root = ET.Element("testsuites", name=SUITE, **totals, time="0")
     suite = ET.SubElement(root, "testsuite", name=f"{SUITE}: {clean(report.submission)}",
-                          **totals, skipped=str(counts["skipped"]), time="0")
+                          **totals, skipped=str(counts["skipped"] + counts["blocked"]), time="0")
     properties = ET.SubElement(suite, "properties")
     for name, value in (("score", f"{report.score:g}"), ("max_score", f"{report.max_score:g}"),
                         ("seed", str(report.seed)), ("submission", clean(report.submission))):
@@ -38,12 +40,15 @@ def render(report) -> str:
     for r in report.results:
         case = ET.SubElement(suite, "testcase", classname=f"mha.{clean(r.group)}",
                              name=clean(r.name), time="0")
-        if r.status.value in ELEMENT:
+        kind = outcome(r)
+        if kind in ELEMENT:
             feedback = clean(r.feedback)
-            first = feedback.strip().splitlines()[0] if feedback.strip() else r.status.value
-            summary = first if r.status.value == "skipped" else \
+            first = feedback.strip().splitlines()[0] if feedback.strip() else kind
+            summary = first if kind == "skipped" else \
                 f"{r.score:g} / {r.max_score:g} points: {first}"
-            ET.SubElement(case, ELEMENT[r.status.value], type=r.status.value,
+            if kind == "blocked":
+                summary = f"{clean(blocked_label(r))}: {summary}"
+            ET.SubElement(case, ELEMENT[kind], type=kind,
                           message=clean(summary, MESSAGE_LIMIT)).text = feedback or None
     out = _system_out(report)
     if out:
