@@ -67,7 +67,8 @@ def test_the_root_binds_no_whole_prefix_and_little_of_etc():
 
 def test_a_submission_that_looks_everywhere_finds_no_secret(planted):
     """Graded through the grader, does the attack read no configuration and see no secret?"""
-    grader = api.Grader(seed=3, device="cpu")
+    # without the code rules, which would refuse its file reads before the sandbox is tried
+    grader = api.Grader(seed=3, device="cpu", rules=False)
     try:
         report = grader.grade(ATTACK)
     finally:

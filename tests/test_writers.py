@@ -55,13 +55,19 @@ def test_json_matches_the_spec_shape(mixed):
     assert {"score", "max_score", "checks", "diagnoses"} <= set(data)
     assert data["score"] == 6.0 and data["max_score"] == 19.0
     for check in data["checks"]:
-        assert set(check) == {"name", "group", "score", "max_score", "status", "feedback"}
+        # the SPEC's six fields, plus the compatible extras: the contract's part and, where
+        # a check was held back, what held it
+        assert {"name", "group", "score", "max_score", "status", "feedback"} <= set(check)
+        assert set(check) <= {"name", "group", "part", "score", "max_score", "status",
+                              "feedback", "blocked_by"}
+        assert isinstance(check.get("part", ""), str)
         assert check["status"] in {"passed", "failed", "error", "skipped"}
         assert isinstance(check["score"], float) and isinstance(check["max_score"], float)
         assert isinstance(check["name"], str) and isinstance(check["feedback"], str)
-    assert data["checks"][0] == {"name": "split_heads.values", "group": "split_heads", "score": 0.0,
-                                 "max_score": 6.0, "status": "failed",
-                                 "feedback": "head 1 got head 0's columns"}
+    first = {k: v for k, v in data["checks"][0].items() if k != "part"}
+    assert first == {"name": "split_heads.values", "group": "split_heads", "score": 0.0,
+                     "max_score": 6.0, "status": "failed",
+                     "feedback": "head 1 got head 0's columns"}
     assert data["diagnoses"] == [{"code": "split.no-transpose",
                                   "message": "reshape to (b, n, h, p), then transpose(1, 2)"}]
 
