@@ -65,9 +65,13 @@ def read(source: bytes | str, cells=(), trusted: dict[str, str] | None = None) -
         return SourceFacts()
     ours = _trusted_lines(text, cells, trusted or {})
     names = _Names()
-    names.visit(tree)
-    forbidden = tuple(f for f in names.found if f.line not in ours)
-    broken = tuple(v for v in rules.analyse(tree) if v.line not in ours)
+    try:                    # nesting that parses may still be too deep to walk: such code
+        names.visit(tree)   # does not compile in the sandbox either (its load problem says so)
+        found = rules.analyse(tree)
+    except (RecursionError, MemoryError):
+        return SourceFacts()
+    forbidden = tuple(f for f in names.found if f.line not in ours)[:rules.MAX_VIOLATIONS]
+    broken = tuple(v for v in found if v.line not in ours)[:rules.MAX_VIOLATIONS]
     return SourceFacts(forbidden=forbidden, rules=broken)
 
 

@@ -111,6 +111,75 @@ REFUSED = {
     "torch.cuda's sync mode": "import torch\ntorch.cuda.set_sync_debug_mode(0)\n",
     "global module hooks": "import torch\ntorch.nn.modules.module.register_module_forward_hook(print)\n",
     "a private attribute of a torch layer": "import torch\np = torch.nn.Linear(2, 2)._parameters\n",
+    # round 4: names that are not exact strings, the attribute machinery, metaclasses
+    "a str subclass as a name": ("import torch\nclass S(str):\n"
+                                 "    def startswith(self, *a):\n        return False\n"
+                                 "    def __eq__(self, o):\n        return True\n"
+                                 "    def __hash__(self):\n        return hash('_C')\n"
+                                 "m = getattr(torch, S('_C'))\n"),
+    "a str subclass as a namespace key": (
+        "import torch\nclass S(str):\n    def startswith(self, *a):\n        return False\n"
+        "m = vars(torch)[S('_C')]\n"),
+    "a lookalike namespace key": (
+        "import torch\nclass K:\n    def __eq__(self, o):\n        return True\n"
+        "    def __hash__(self):\n        return hash('_C')\nm = vars(torch)[K()]\n"),
+    "Python's __getattribute__ off one's own class": (
+        "import torch\nclass A:\n    pass\nm = A.__getattribute__(torch, '_C')\n"),
+    "nn.Module.__setattr__ on a torch layer": (
+        "import torch\nlin = torch.nn.Linear(2, 2)\n"
+        "torch.nn.Module.__setattr__(lin, '_parameters', {})\n"),
+    "super() of a class": ("import torch\nclass M(torch.nn.Module):\n    pass\n"
+                           "super(M, M).__setattr__(torch.nn.Linear(2, 2), '_parameters', {})\n"),
+    "super().__setattr__ with nn.Module's names": (
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        super().__setattr__('_parameters', {})\nM()\n"),
+    "__call__ of a foreign class": "import torch\nc = torch.nn.Linear.__call__\n",
+    "type(name, bases, ns)": "X = type('X', (), {})\n",
+    "type(x) giving a metaclass": "import abc\nM = type(abc.ABC)\nX = M('X', (), {})\n",
+    "a metaclass called from its module": "import abc\nX = abc.ABCMeta('X', (type,), {})\n",
+    "a metaclass under another name": "import typing_extensions as t\nX = t.GenericMeta('X', (), {})\n",
+    "a class's __class__": "import abc\nX = abc.ABC.__class__('X', (), {})\n",
+    "an own metaclass named ABCMeta": (
+        "class ABCMeta(type):\n    pass\ndef f():\n    class X(metaclass=ABCMeta):\n"
+        "        pass\n"),
+    "a metaclass derived from abc's": "import abc\nclass M(abc.ABCMeta):\n    pass\n",
+    "os.write to another fd": "import os\nos.write(5, b'x')\n",
+    "update_wrapper with assigned=": (
+        "import functools, torch\ndef g():\n    pass\n"
+        "functools.update_wrapper(g, torch.nn.Linear(2, 2), assigned=('_parameters',))\n"),
+    "wraps with updated=": ("import functools, torch\ndef g():\n    pass\n"
+                            "functools.wraps(torch.nn.Linear, updated=('__dict__',))(g)\n"),
+    "update_wrapper on a foreign function": (
+        "import functools, torch\ndef g():\n    pass\n"
+        "functools.update_wrapper(torch.nn.functional.relu, g)\n"),
+    "a dataclass field with a dunder name": (
+        "from dataclasses import dataclass\n@dataclass\nclass A:\n    __weakref__: int = 0\n"),
+    "a dataclass field of nn.Module's": (
+        "from dataclasses import dataclass\nimport torch\n@dataclass(eq=False)\n"
+        "class A(torch.nn.Module):\n    _parameters: dict = None\n"),
+    "str.format reading a dunder": "def f():\n    return '{0.__init__.__globals__}'.format(f)\n",
+    "str.format unbound": "def f():\n    return str.format('{0._parameters}', f)\n",
+    "format_map": "def f():\n    return '{x.__init__.__globals__}'.format_map({'x': f})\n",
+    "format through vars(str)": (
+        "def f():\n    return vars(str)['format']('{0.__init__.__globals__}', f)\n"),
+    "a nested format spec": "def f():\n    return '{0:{1.__globals__}}'.format(1, f)\n",
+    "logging's { style": ("import logging\n"
+                          "h = logging.Formatter('{msg.__init__.__globals__}', style='{')\n"),
+    "typing_extensions.get_annotations": (
+        "import typing_extensions as t\ndef f(x: 'g()'):\n    pass\n"
+        "a = t.get_annotations(f, eval_str=True)\n"),
+    "__array_function__": "class A:\n    def __array_function__(self, *a):\n        return 0\n",
+    "__array_ufunc__ set in a class body": "class A:\n    __array_ufunc__ = None\n",
+    "a walrus binding the guard's name": "(__rules_get_private__ := len)\n",
+    "the guard's name bound in a function": (
+        "import torch\ndef f():\n    __rules_get_private__ = lambda o, n: None\n"
+        "    return torch._C\n"),
+    "the guard's name bound in a class body": (
+        "class A:\n    __rules_set__ = print\n"),
+    "an except clause binding a dunder": (
+        "try:\n    pass\nexcept Exception as __builtins__:\n    pass\n"),
+    "a with target binding a dunder": (
+        "import torch\nwith torch.no_grad() as __builtins__:\n    pass\n"),
     "nn.Module's machinery on one's own module": (
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n"
         "        super().__init__()\n        self._parameters = {}\nM()\n"),
@@ -118,7 +187,11 @@ REFUSED = {
 
 #: The reaches the syntax shows (the report lists them before anything runs); the others only
 #: running shows (a name built at run time, an alias, a module held by another module).
-STATIC = {'ndarray.ctypes', '__builtins__', '__getattribute__', '__import__', '__init_subclass__', '__torch_function__', "a bound method's self", "a function's globals", "a generator's frame", 'a metaclass', 'a relative import', "a traceback's frame", 'assigning __name__', 'compile', 'eval through a name', 'exec', 'match with class patterns', 'monkeypatch a class', 'private name from an import', 'subclasses', 'vars of a module'}
+STATIC = {'ndarray.ctypes', '__builtins__', '__getattribute__', '__import__', '__init_subclass__', '__torch_function__', "a bound method's self", "a function's globals", "a generator's frame", 'a metaclass', 'a relative import', "a traceback's frame", 'assigning __name__', 'compile', 'eval through a name', 'exec', 'match with class patterns', 'monkeypatch a class', 'private name from an import', 'subclasses', 'vars of a module',
+          '__array_function__', '__array_ufunc__ set in a class body',
+          "a walrus binding the guard's name", "the guard's name bound in a function",
+          "the guard's name bound in a class body", 'an except clause binding a dunder',
+          'a with target binding a dunder'}
 
 
 def run_refused(name: str) -> str:
@@ -392,3 +465,104 @@ def test_the_reader_sees_forbidden_built_ins_however_named(code):
 ])
 def test_the_reader_sees_no_forbidden_built_in_in_ones_own_names_comments_or_self_test(code):
     assert source_facts.read(code).forbidden == ()
+
+
+#: The idioms the round-4 rules touch, used as correct code uses them: all of it runs.
+HONEST_MACHINERY = '''
+import abc
+import copy
+import dataclasses
+import enum
+import functools
+import logging
+import os
+import typing
+
+import torch
+from torch import nn
+
+
+class Sized(abc.ABC):
+    @abc.abstractmethod
+    def size(self): ...
+
+
+class Meta(metaclass=abc.ABCMeta):
+    pass
+
+
+class Kind(enum.Enum):
+    SELF = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    d: int
+    _cache: int = 0
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Linear(2, 2)
+
+    def __getattr__(self, name):
+        return super().__getattr__(name)
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+    def __getstate__(self):
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __deepcopy__(self, memo):
+        return M()
+
+    def forward(self, x):
+        return self.w(x)
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        return fn(*args)
+    return functools.update_wrapper(inner, fn)
+
+
+@traced
+def shape_of(x: typing.Optional[torch.Tensor]) -> str:
+    return "{0.shape} {0.__class__.__name__} {1:>{2}}".format(x, "|", 3)
+
+
+def check():
+    m = copy.deepcopy(M())
+    assert isinstance(Sized, abc.ABCMeta) and isinstance(int, type) and isinstance(m, nn.Module)
+    assert issubclass(abc.ABCMeta, type) and type(m) is M and type(3) is int
+    assert type(m).__name__ == "M" and m.__class__ is M and Kind.SELF.value == 1
+    assert Sizes(2).d == 2 and shape_of.__name__ == "shape_of"
+    logging.Formatter("{levelname} {message}", style="{")
+    os.write(1, b"")
+    return shape_of(m(torch.ones(1, 2))), "{name}".format_map({"name": "ok"})
+'''
+
+
+def test_honest_machinery_idioms_run():
+    module = run(HONEST_MACHINERY)
+    assert broken(module) == []
+    assert module.check() == ("torch.Size([1, 2]) Tensor   |", "ok")
+    assert rules.analyse(rules.without_main(__import__("ast").parse(HONEST_MACHINERY))) == []
+
+
+def test_the_reader_survives_deep_nesting_and_caps_what_it_lists():
+    """A file nested past Python's recursion limit, or breaking a rule on every line, is read
+    without crashing and listed in bounded length."""
+    deep = "import torch\ny = " + "-" * 900 + "1\nf = torch.nn.MultiheadAttention\n"
+    __import__("ast").parse(deep)                  # it parses; walking it recurses too deep
+    facts = source_facts.read(deep.encode())
+    assert facts.rules == () and facts.forbidden == ()
+    many = "".join(f"m{i} = x.f_back\n" for i in range(300))
+    found = source_facts.read(many.encode()).rules
+    assert 0 < len(found) <= rules.MAX_VIOLATIONS

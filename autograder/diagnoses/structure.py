@@ -229,5 +229,5 @@ def breaks_code_rules(p, results):
 def code_rules_broken(observations: dict) -> list[str]:
     """The code rules broken: read in the source (before anything ran) and refused while it ran."""
     source = observations.get("source")
-    found = [str(v) for v in (source.rules if source else ())]
-    return found + [m for m in observations.get("rules", ()) if m not in found]
+    found = [str(v) for v in (source.rules if source else ())][:50]
+    return found + [m for m in observations.get("rules", ()) if m not in found][:20]

@@ -12,6 +12,7 @@ grader.
 """
 from __future__ import annotations
 
+import _string
 import builtins as _builtins
 import operator as _operator
 import sys as _sys
@@ -38,6 +39,53 @@ _isinstance, _type, _id, _len, _callable = (_builtins.isinstance, _builtins.type
 _ModuleType, _FunctionType = _types.ModuleType, _types.FunctionType
 _build_class = _builtins.__build_class__
 _object_setattr, _object_getattribute = object.__setattr__, object.__getattribute__
+_issubclass, _str_str, _tuple = _builtins.issubclass, str.__str__, _builtins.tuple
+_BuiltinMethod = _types.BuiltinMethodType
+_STR_FORMATS = (str.format, str.format_map)
+GUARD_PREFIXES = rules.GUARD_PREFIXES
+#: Names whose reading gives an object the guard hands on changed: the attribute machinery
+#: (bound to one's own object, its name argument checked), a class's metaclass (a view).
+SPECIAL = ATTRIBUTE_MACHINERY | {"__class__", "__call__"}
+FORMATS = frozenset({"format", "format_map"})
+
+
+def _exact(name):
+    """A name as Python reads it: a str subclass's own text as an exact str (its __eq__ and
+    __hash__ never consulted); anything else as it is (Python's TypeError follows)."""
+    if _type(name) is str or not _isinstance(name, str):
+        return name
+    return _str_str(name)
+
+
+def _metaclass(value) -> bool:
+    return _isinstance(value, _type) and _issubclass(value, _type)
+
+
+def unsafe_field(text, depth: int = 0):
+    """The first replacement field of a format string that reads a private or dunder attribute
+    (``"{0.__init__.__globals__}"``), or None: str.format reads attributes unseen."""
+    if not _isinstance(text, str):
+        return None
+    for _, field, spec, _ in _string.formatter_parser(_str_str(text)):
+        if field is None:
+            continue
+        _, rest = _string.formatter_field_name_split(field)
+        for is_attr, key in rest:
+            if is_attr and ((key.startswith("_") and key not in DUNDER_READ) or key in NEVER):
+                return field
+        if spec and depth < 4:
+            inner = unsafe_field(spec, depth + 1)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _refuse_field(field) -> None:
+    message = (f"line {_caller_line()}: the format field {{{field}}} reads a private or dunder "
+               f"attribute (code rule 2, {RULES_DOC})")
+    if ACTIVE:
+        ACTIVE[-1]._raise(message)
+    raise RuleError(message)
 
 
 class Placeholder(_ModuleType):
@@ -91,7 +139,26 @@ def preload() -> list[str]:
     nn_private_names()
     risky_names()
     watch_tensor_subclasses()
+    harden_logging()
     return missing
+
+
+def harden_logging() -> None:
+    """logging's "{" style formats a record with str.format (attribute fields read unseen):
+    every such format string is checked when its style object is made, however it is made."""
+    logging = _sys.modules.get("logging")
+    style = _getattr(logging, "StrFormatStyle", None) if logging is not None else None
+    if style is None or "_rules_checked" in vars(style):
+        return
+    real = style.__init__
+
+    def __init__(self, fmt, *args, **kwargs):
+        field = unsafe_field(fmt)
+        if field is not None:
+            _refuse_field(field)
+        real(self, fmt, *args, **kwargs)
+    style.__init__ = __init__
+    style._rules_checked = True
 
 
 #: Hooks torch's dispatch calls on a tensor of a class that defines them: not for graded code.
@@ -144,7 +211,7 @@ def risky_names() -> frozenset:
                 items = list(vars(module).items())
             except TypeError:
                 continue
-            found |= {k for k, v in items if _isinstance(v, _ModuleType)}
+            found |= {k for k, v in items if _isinstance(v, _ModuleType) or _metaclass(v)}
     for name, rule in MODULES.items():
         module = _sys.modules.get(name)
         if module is None:
@@ -160,6 +227,7 @@ def risky_names() -> frozenset:
     torch = _sys.modules.get("torch")
     found |= set(_getattr(torch, "_lazy_modules", ()) or ())
     found |= {attr for _, attr in IDENTITY} | {attr for _, attr in COPIES}
+    found |= {attr for _, attr in SUBSTITUTES} | FORMATS
     found |= {name.rsplit(".", 1)[-1] for name in forbidden_attention().values()}
     names = frozenset(n for n in found if _type(n) is str and n.isidentifier()
                       and not n.startswith("_"))
@@ -182,6 +250,12 @@ class Guard:
         for name, rule in MODULES.items():
             if name in _sys.modules:
                 self.policies.setdefault(_id(_sys.modules[name]), (name, rule))
+        self._views: dict[int, MetaclassView] = {}
+        self.metaclasses = {_id(_type)}           # those a class statement may name
+        for module, name in (("abc", "ABCMeta"), ("enum", "EnumType"), ("enum", "EnumMeta")):
+            value = _getattr(_sys.modules.get(module), name, None)
+            if value is not None:
+                self.metaclasses.add(_id(value))
 
     # -- whose is it ---------------------------------------------------------------------------
 
@@ -212,7 +286,8 @@ class Guard:
         table = {k: v for k, v in vars(_builtins).items() if k not in NO_BUILTINS}
         for name in NO_BUILTINS - {"__import__", "__build_class__"}:
             table[name] = self._unavailable(name)
-        table.update(globals=self.globals_, locals=self.locals_, vars=self.vars_)
+        table.update(globals=self.globals_, locals=self.locals_, vars=self.vars_,
+                     type=self.view(_type))
         get, get_private = self._getters()
         table.update({
             GET: get, GET_PRIVATE: get_private, SET: self.set, DEL: self.delete,
@@ -239,6 +314,8 @@ class Guard:
         module_attribute, check_module, note = (self._module_attribute, self._check_module,
                                                 self._note_forbidden)
 
+        view, checked_format = self.view, self._checked_format
+
         def get(obj, name):
             if _isinstance(obj, _ModuleType):
                 return module_attribute(obj, name)
@@ -247,17 +324,82 @@ class Guard:
                 check_module(value, f".{name}")
             if _id(value) in forbidden:
                 note(value)
+            if _metaclass(value):
+                return view(value)
+            if name in FORMATS:
+                return checked_format(value)
             return value
 
-        check_private = self._check_private
+        check_private, special = self._check_private, self._special
 
         def get_private(obj, name):
             if name.startswith("_"):
                 check_private(obj, name)
+                if name in SPECIAL:
+                    return special(obj, name)
             elif name in NEVER:
                 self.fail(2, f".{name} is not available to graded code")
             return get(obj, name)
         return get, get_private
+
+    def _checked_format(self, value):
+        """str.format and format_map, bound or not: their format string checked first (a
+        field that reads a private or dunder attribute is refused)."""
+        if _type(value) is _BuiltinMethod and _isinstance(_object_getattribute(
+                value, "__self__"), str) and value.__name__ in FORMATS:
+            text = _object_getattribute(value, "__self__")
+
+            def bound(*args, **kwargs):
+                field = unsafe_field(text)
+                if field is not None:
+                    _refuse_field(field)
+                return value(*args, **kwargs)
+            return bound
+        if any(value is f for f in _STR_FORMATS):
+            def unbound(*args, **kwargs):
+                field = unsafe_field(args[0]) if args else None
+                if field is not None:
+                    _refuse_field(field)
+                return value(*args, **kwargs)
+            return unbound
+        return value
+
+    def _special(self, obj, name: str):
+        """The attribute machinery, ``__class__`` and ``__call__`` (already allowed by
+        ``_check_private``): a metaclass comes as a view; machinery read off one's own class
+        only where the class itself defines it; machinery bound to one's own object checks the
+        name it is given as the same attribute written in code would be."""
+        value = _getattr(obj, name)
+        if name == "__class__":
+            return self.view(value) if _metaclass(value) else value
+        if name == "__call__":
+            if _isinstance(obj, _type) and not self.owns(obj):
+                self.fail(2, f".__call__ of the class {_show(obj)}, which your code did not "
+                             "define")
+            return value
+        if _isinstance(obj, _type):
+            if not self.owns(value):
+                self.fail(2, f".{name} of the class {_show(obj)} is Python's own, which works "
+                             "on any object: call it on your own object (self.{name}, super())")
+            return value
+        target = _object_getattribute(obj, "__self__") if _type(obj) is super else obj
+        write = name in ("__setattr__", "__delattr__")
+        guard = self
+
+        def machinery(*args, **kwargs):
+            if args:
+                attr = _exact(args[0])
+                if _type(attr) is str:
+                    if write:
+                        guard._check_write(target, attr, "assign" if name == "__setattr__"
+                                           else "delete")
+                    elif attr.startswith("_"):
+                        guard._check_private(target, attr)
+                        if attr in SPECIAL:
+                            return guard._special(target, attr)
+                    args = (attr,) + _tuple(args[1:])
+            return value(*args, **kwargs)
+        return machinery
 
     def _check_private(self, obj, name: str) -> None:
         if _dunder(name):
@@ -277,14 +419,22 @@ class Guard:
             "torch's nn.Module machinery" if mine else "an object your code did not define"))
 
     def _machinery_of_its_own(self, obj) -> bool:
-        """Whose attribute machinery graded code may call: its own classes and instances,
-        super() of them, nn.Module's classes (a module's own methods)."""
+        """Whose attribute machinery graded code may call: its own classes and instances, and
+        super() of its own instance (never of a class: that gives Python's own function)."""
         if self.owns(obj):
             return True
         if _type(obj) is super:
-            return _object_getattribute(obj, "__thisclass__") in self.own
-        module = _torch_module_class()
-        return _isinstance(obj, _type) and module != () and issubclass(obj, module)
+            this, bound = (_object_getattribute(obj, n) for n in ("__thisclass__", "__self__"))
+            return this in self.own and not _isinstance(bound, _type) and self.owns(bound)
+        return False
+
+    # -- metaclasses ---------------------------------------------------------------------------
+
+    def view(self, meta) -> "MetaclassView":
+        found = self._views.get(_id(meta))
+        if found is None:
+            found = self._views[_id(meta)] = MetaclassView(meta, self)
+        return found
 
     # -- the namespaces graded code may see ----------------------------------------------------
 
@@ -335,6 +485,11 @@ class Guard:
         copy = COPIES.get((owner, name))
         if copy is not None:
             return copy(value)
+        substitute = SUBSTITUTES.get((owner, name))
+        if substitute is not None:
+            return substitute(self, value)
+        if _metaclass(value):
+            return self.view(value)
         if _isinstance(value, _ModuleType) and _id(value) not in self.policies:
             self._check_module(value, f"{owner}.{name}")
         if _id(value) in forbidden_attention():
@@ -381,6 +536,7 @@ class Guard:
 
     def _getattr_builtin(self, get_private):
         def getattr(obj, name, *default):
+            name = _exact(name)
             if _type(name) is not str:
                 return _getattr(obj, name, *default)          # Python's own TypeError
             try:
@@ -393,6 +549,7 @@ class Guard:
 
     def _hasattr_builtin(self, get_private):
         def hasattr(obj, name):
+            name = _exact(name)
             if _type(name) is not str:
                 return _hasattr(obj, name)
             try:
@@ -403,20 +560,27 @@ class Guard:
         return hasattr
 
     def setattr(self, obj, name, value) -> None:
+        name = _exact(name)
         if _type(name) is not str:
             return _setattr(obj, name, value)
         self.set(obj, name, value)
 
     def delattr(self, obj, name) -> None:
+        name = _exact(name)
         if _type(name) is not str:
             return _delattr(obj, name)
         self.delete(obj, name)
 
     def build_class(self, func, name, *bases, **kwargs):
+        name = _exact(name)
         meta = kwargs.get("metaclass")
-        if meta is not None and _getattr(meta, "__name__", "") not in (
-                "ABCMeta", "EnumMeta", "EnumType", "type"):
+        if _type(meta) is MetaclassView:
+            meta = kwargs["metaclass"] = _object_getattribute(meta, "_meta")
+        if meta is not None and _id(meta) not in self.metaclasses:
             self.fail(2, f"class {name} has a metaclass (only abc.ABCMeta and enum's are allowed)")
+        for base in bases:
+            if _type(base) is MetaclassView or _metaclass(base):
+                self.fail(2, f"class {name} is a metaclass (its base {_show(base)} is one)")
         cls = _build_class(func, name, *bases, **kwargs)
         bad = sorted(k for k in vars(cls) if k in DUNDER_DEFINE_NOT and k not in (
             "__module__", "__qualname__", "__dict__", "__doc__", "__slots__"))
@@ -435,6 +599,7 @@ class Guard:
     def _module(self, name: str):
         """The module ``name`` as graded code gets it: the real one, loaded before any
         submission (``preload``), or a placeholder."""
+        name = _exact(name)
         module = _sys.modules.get(name) if name in MODULES else None
         if module is None:
             return Placeholder(name, _caller_line(), self)
@@ -490,22 +655,31 @@ class Namespace:
 
     def _key(self, key, write: bool):
         guard, own, of = (_object_getattribute(self, n) for n in ("_guard", "_own", "_of"))
-        if _type(key) is not str:
-            return key
+        key = _exact(key)
+        if _type(key) is not str:        # no lookalike key (its __eq__/__hash__ would match)
+            guard.fail(2, "a namespace's keys are names: exact strings, not "
+                          f"{_type(key).__name__} objects")
         if _dunder(key) or key.startswith("_rules") or (key.startswith("_") and (
                 not own or key in nn_private_names())):
             guard.fail(2, f"the name {key} of a namespace is not available to graded code")
         if write and not own:
             guard.fail(3, f"may not change the namespace of {_show(of)}, which your code did "
                           "not define (no monkeypatching)")
-        if not write and of is not None:
-            guard._getters()[0](of, key) if not _isinstance(of, _ModuleType) else \
-                guard._module_attribute(of, key)      # the same policy as of.key
-        return key
+        if not write and of is not None:             # the same policy as of.key
+            value = guard._getters()[0](of, key) if not _isinstance(of, _ModuleType) else \
+                guard._module_attribute(of, key)
+            return key, value
+        return key, _NOTHING
 
     def __getitem__(self, key):
-        self._key(key, False)
-        return _object_getattribute(self, "_table")[key]
+        key, value = self._key(key, False)
+        raw = _object_getattribute(self, "_table")[key]
+        if value is not _NOTHING and value is not raw and (
+                _isinstance(_object_getattribute(self, "_of"), _ModuleType)
+                or _type(value) is MetaclassView
+                or _getattr(value, "__module__", None) == __name__):
+            return value                             # what the policy gives in its place
+        return raw
 
     def get(self, key, default=None):
         try:
@@ -514,10 +688,10 @@ class Namespace:
             return default
 
     def __setitem__(self, key, value):
-        _object_getattribute(self, "_table")[self._key(key, True)] = value
+        _object_getattribute(self, "_table")[self._key(key, True)[0]] = value
 
     def __delitem__(self, key):
-        del _object_getattribute(self, "_table")[self._key(key, True)]
+        del _object_getattribute(self, "_table")[self._key(key, True)[0]]
 
     def __contains__(self, key):
         return key in self.keys()
@@ -564,6 +738,119 @@ class Namespace:
 
     def copy(self):
         return dict(self.items())
+
+
+_NOTHING = object()
+
+
+class MetaclassView:
+    """A metaclass as graded code gets it (``type``, ``abc.ABCMeta``, ``enum.EnumMeta``,
+    ``type(cls)``, ``cls.__class__``): a class statement may name it as ``metaclass=`` (the
+    allowed ones) and ``isinstance``/``issubclass`` take it; calling it to make a class
+    outside a class statement, or deriving a metaclass from it, is refused. ``type(x)`` works."""
+
+    __slots__ = ("_meta", "_guard")
+
+    def __init__(self, meta, guard):
+        _object_setattr(self, "_meta", meta)
+        _object_setattr(self, "_guard", guard)
+
+    def __call__(self, *args, **kwargs):
+        meta, guard = _object_getattribute(self, "_meta"), _object_getattribute(self, "_guard")
+        if meta is _type and _len(args) == 1 and not kwargs:
+            found = _type(args[0])
+            if found is MetaclassView:               # a view is a metaclass to graded code
+                found = _type
+            return guard.view(found) if _metaclass(found) else found
+        guard.fail(2, f"calling {_show(meta)} with a name, bases and namespace makes a class "
+                      "outside a class statement (write a class statement)")
+
+    def __instancecheck__(self, obj):
+        if _type(obj) is MetaclassView:
+            obj = _object_getattribute(obj, "_meta")
+        return _isinstance(obj, _object_getattribute(self, "_meta"))
+
+    def __subclasscheck__(self, cls):
+        if _type(cls) is MetaclassView:
+            cls = _object_getattribute(cls, "_meta")
+        return _issubclass(cls, _object_getattribute(self, "_meta"))
+
+    def __mro_entries__(self, bases):
+        guard = _object_getattribute(self, "_guard")
+        guard.fail(2, f"a class derived from {_show(_object_getattribute(self, '_meta'))} is "
+                      "a metaclass")
+
+    def __getattr__(self, attr):
+        if attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return _getattr(_object_getattribute(self, "_meta"), attr)
+        raise AttributeError(attr)
+
+    def __eq__(self, other):
+        return other is self or other is _object_getattribute(self, "_meta")
+
+    def __hash__(self):
+        return hash(_object_getattribute(self, "_meta"))
+
+    def __repr__(self):
+        return repr(_object_getattribute(self, "_meta"))
+
+
+def _os_write(guard, real):
+    def write(fd, data, /):
+        if _type(fd) is not int or fd not in (1, 2):
+            guard.fail(1, "os.write writes only to standard output and error (fd 1 and 2)")
+        return real(fd, data)
+    return write
+
+
+def _update_wrapper(guard, real):
+    import functools
+
+    def update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS,
+                       updated=functools.WRAPPER_UPDATES):
+        if assigned is not functools.WRAPPER_ASSIGNMENTS or \
+                updated is not functools.WRAPPER_UPDATES:
+            guard.fail(2, "functools.update_wrapper/wraps copy only their default attributes "
+                          "(no assigned= or updated=)")
+        if not guard.owns(wrapper):
+            guard.fail(3, f"functools.update_wrapper changes {_show(wrapper)}, which your code "
+                          "did not define")
+        return functools.update_wrapper(wrapper, wrapped)
+    update_wrapper.__name__ = "update_wrapper"
+    return update_wrapper
+
+
+def _wraps(guard, real):
+    import functools
+    update_wrapper = _update_wrapper(guard, None)
+
+    def wraps(wrapped, assigned=functools.WRAPPER_ASSIGNMENTS, updated=functools.WRAPPER_UPDATES):
+        if assigned is not functools.WRAPPER_ASSIGNMENTS or \
+                updated is not functools.WRAPPER_UPDATES:
+            guard.fail(2, "functools.update_wrapper/wraps copy only their default attributes "
+                          "(no assigned= or updated=)")
+        return lambda wrapper: update_wrapper(wrapper, wrapped)
+    return wraps
+
+
+def _dataclass(guard, real):
+    def dataclass(cls=None, /, **kwargs):
+        def wrap(c):
+            out = real(c, **kwargs)
+            for name in _object_getattribute(out, "__dict__").get("__dataclass_fields__", {}):
+                if _type(name) is not str or _dunder(name) or name.startswith(GUARD_PREFIXES) \
+                        or name in nn_private_names():
+                    guard.fail(2, f"the dataclass field {name!s:.40} (a dunder name or one of "
+                                  "torch's nn.Module machinery)")
+            return out
+        return wrap if cls is None else wrap(cls)
+    return dataclass
+
+
+#: (module, name) -> what graded code gets in its place, made by f(guard, the real one): the
+#: same function, with the arguments that would reach what the rules refuse refused.
+SUBSTITUTES = {("os", "write"): _os_write, ("functools", "update_wrapper"): _update_wrapper,
+               ("functools", "wraps"): _wraps, ("dataclasses", "dataclass"): _dataclass}
 
 
 def _identity(obj=None, *args, **kwargs):

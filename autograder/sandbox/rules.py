@@ -48,13 +48,16 @@ MAIN_GUARD = "__main__"
 MODULES: dict[str, object] = {
     "__future__": None, "math": None, "cmath": None, "numbers": None, "random": None,
     "statistics": None, "fractions": None, "decimal": None,
-    "typing": ("not", {"get_type_hints", "ForwardRef", "get_overloads"}),
-    "typing_extensions": ("not", {"get_type_hints", "ForwardRef", "get_overloads"}),
+    "typing": ("not", {"get_type_hints", "ForwardRef", "get_overloads",
+                       "evaluate_forward_ref", "get_annotations"}),
+    "typing_extensions": ("not", {"get_type_hints", "ForwardRef", "get_overloads",
+                                  "evaluate_forward_ref", "get_annotations", "eval_type"}),
     "dataclasses": ("not", {"make_dataclass"}), "enum": None, "abc": None,
     "functools": ("not", {"singledispatch", "singledispatchmethod"}),
     "itertools": None, "collections": None, "collections.abc": None, "copy": None,
     "operator": ("not", {"attrgetter", "methodcaller"}), "warnings": None, "re": None,
-    "textwrap": None, "json": None, "pprint": None, "logging": ("not", {"currentframe"}),
+    "textwrap": None, "json": None, "pprint": None,
+    "logging": ("not", {"currentframe", "StrFormatStyle"}),
     "einops": None,
     "os": ("only", {"environ", "path", "getcwd", "getenv", "cpu_count", "sep", "linesep",
                     "name", "getpid", "curdir", "pardir", "write", "urandom",
@@ -104,9 +107,11 @@ DUNDER_READ = frozenset({
 DUNDER_DEFINE_NOT = frozenset({
     "__torch_function__", "__torch_dispatch__", "__getattribute__", "__init_subclass__",
     "__class_getitem__", "__set_name__", "__mro_entries__", "__prepare__", "__instancecheck__",
-    "__subclasscheck__", "__subclasshook__", "__reduce__", "__reduce_ex__", "__getstate__",
-    "__setstate__", "__match_args__", "__slots__", "__class__", "__dict__", "__module__",
+    "__subclasscheck__", "__subclasshook__", "__reduce__", "__reduce_ex__",
+    "__match_args__", "__slots__", "__class__", "__dict__", "__module__",
     "__qualname__", "__build_class__", "__import__", "__builtins__",
+    "__array_function__", "__array_ufunc__", "__array_priority__", "__array_wrap__",
+    "__array_finalize__", "__array_prepare__",
 })
 #: Dunder names a module may bind at its top level or read as plain names.
 DUNDER_NAMES = frozenset({"__name__", "__doc__", "__all__", "__version__", "__author__",
@@ -128,6 +133,11 @@ VIEWS = frozenset({"globals", "locals", "vars"})
 #: instances, on super() of them and on nn.Module's classes (their own methods), nowhere else.
 ATTRIBUTE_MACHINERY = frozenset({"__getattr__", "__setattr__", "__delattr__",
                                  "__getattribute__"})
+#: The prefix of the names the compiled code calls the guard by (and of its temporaries):
+#: graded code may bind no name that starts with it, in any scope.
+GUARD_PREFIXES = ("__rules", "_rules_")
+#: The most violations one reading lists (a generated file may break a rule on every line).
+MAX_VIOLATIONS = 50
 
 
 class RuleError(Exception):
@@ -217,6 +227,8 @@ class _Reader(ast.NodeVisitor):
     def visit_FunctionDef(self, node):
         if self._scopes[-1] == "module" and _dunder(node.name):
             self.note(node, 2, f"defining {node.name} at the top level")
+        elif _bad_binding(node.name, self._scopes[-1]):
+            self.note(node, 2, f"defining {node.name}")
         for decorator in node.decorator_list:
             self.visit(decorator)
         self.visit(node.args)
@@ -237,6 +249,8 @@ class _Reader(ast.NodeVisitor):
     def visit_ClassDef(self, node):
         if self._scopes[-1] == "module" and _dunder(node.name):
             self.note(node, 2, f"defining {node.name} at the top level")
+        elif _bad_binding(node.name, self._scopes[-1]):
+            self.note(node, 2, f"defining {node.name}")
         for keyword in node.keywords:
             if keyword.arg == "metaclass" and not _plain_metaclass(keyword.value):
                 self.note(node, 2, f"class {node.name} has a metaclass (only abc.ABCMeta and "
@@ -286,15 +300,33 @@ class _Reader(ast.NodeVisitor):
 
     def _binds_dunder(self, node, targets) -> None:
         """A statement that binds a dunder name: at the top level only the module's own
-        (__all__, __version__ ...); in a class body any but the hooks (checked above)."""
-        if self._scopes[-1] != "module":
-            return
+        (__all__, __version__ ...); in a class body any but the hooks (checked above); in a
+        function none; the guard's own names (``GUARD_PREFIXES``) nowhere."""
         for target in targets:
             for name in ast.walk(target):
-                if isinstance(name, ast.Name) and _dunder(name.id) and \
-                        name.id not in DUNDER_NAMES - {"__name__", "__file__"}:
+                if isinstance(name, ast.Name) and _bad_binding(name.id, self._scopes[-1]):
                     self.note(node, 2, f"assigning {name.id}")
                     return
+
+    def visit_NamedExpr(self, node):
+        self._binds_dunder(node, [node.target])
+        self.generic_visit(node)
+
+    def visit_With(self, node):
+        self._binds_dunder(node, [i.optional_vars for i in node.items
+                                  if i.optional_vars is not None])
+        self.generic_visit(node)
+
+    visit_AsyncWith = visit_With
+
+    def visit_Try(self, node):
+        for handler in node.handlers:
+            if handler.name and _bad_binding(handler.name, self._scopes[-1]):
+                self.note(node, 2, f"assigning {handler.name}")
+                break
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
 
     def visit_Assign(self, node):
         self._binds_dunder(node, node.targets)
@@ -319,6 +351,10 @@ class _Reader(ast.NodeVisitor):
     visit_AsyncFor = visit_For
 
     def visit_ImportFrom(self, node):
+        for alias in node.names:
+            if _bad_binding(alias.asname or alias.name, "function"):
+                self.note(node, 2, f"assigning {alias.asname or alias.name}")
+                return
         if node.level:
             self.note(node, 1, "a relative import (graded code is one module, mha)")
         elif node.module != "__future__":
@@ -333,7 +369,7 @@ class _Reader(ast.NodeVisitor):
     def visit_Import(self, node):
         for alias in node.names:
             bound = alias.asname or alias.name.split(".")[0]
-            if _dunder(bound):
+            if _dunder(bound) or bound.startswith(GUARD_PREFIXES):
                 self.note(node, 2, f"assigning {bound}")
                 break
 
@@ -353,9 +389,26 @@ class _Reader(ast.NodeVisitor):
             if _has_attribute_target(generator.target):
                 self.note(node, 3, "an attribute as a comprehension's loop variable")
                 break
+            bad = [n.id for n in ast.walk(generator.target)
+                   if isinstance(n, ast.Name) and _bad_binding(n.id, "function")]
+            if bad:
+                self.note(node, 2, f"assigning {bad[0]}")
+                break
         self._in("function", node)
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+
+def _bad_binding(name: str, scope: str) -> bool:
+    """Whether binding ``name`` in ``scope`` breaks rule 2: the guard's names anywhere; a
+    dunder name at the top level (but the module's own) or in a function."""
+    if name.startswith(GUARD_PREFIXES):
+        return True
+    if not _dunder(name):
+        return False
+    if scope == "module":
+        return name not in DUNDER_NAMES - {"__name__", "__file__"}
+    return scope == "function"
 
 
 def _class_names(item):
@@ -376,8 +429,9 @@ def _plain_metaclass(node) -> bool:
 
 
 def analyse(tree: ast.Module) -> list[Violation]:
-    """The rules broken where the syntax shows it (the tree without its main block)."""
-    return sorted(_read(tree).found, key=lambda v: v.line)
+    """The rules broken where the syntax shows it (the tree without its main block), at most
+    ``MAX_VIOLATIONS`` of them."""
+    return sorted(_read(tree).found, key=lambda v: v.line)[:MAX_VIOLATIONS]
 
 
 def _read(tree: ast.Module) -> _Reader:
