@@ -402,3 +402,57 @@ def test_a_forbidden_name_in_code_counts_on_its_own(grader, tmp_path):
     assert mha and all(c["score"] == 0 for c in mha)
     facts = {f["name"]: f for f in report["facts"]}
     assert facts["forbidden built-ins named in the code"]["established_by"] == "source"
+
+
+# ------------------------------------------------------------------------------------------
+# Round 4 (tests/submissions/guard/): each trick below its marker line tries a way around the
+# code rules; the same file without it is its honest twin. Files without a trick are judged
+# by what the instrument must see (their header's partial N), and g09 is honest throughout.
+
+GUARD_ATTACKS = sorted((api.PROJECT / "tests" / "submissions" / "guard").glob("*.py"))
+TRICK = "# --- the trick"
+
+
+def _header(text: str, key: str) -> str:
+    import re
+    found = re.search(rf"^#\s*{key}:\s*(.+)$", text, re.M)
+    return found.group(1).strip() if found else ""
+
+
+@pytest.mark.parametrize("path", GUARD_ATTACKS, ids=[p.stem for p in GUARD_ATTACKS])
+def test_a_way_around_the_code_rules_earns_nothing(grader, tmp_path, path):
+    text = path.read_text()
+    report = grade(grader, tmp_path, "attack", text)
+    codes = {d["code"] for d in report["diagnoses"]}
+    honest = _header(text, "HONEST").split()
+    if honest[0] == "full":
+        assert report["score"] == 100.0, [(c["name"], c["feedback"][:200])
+                                          for c in report["checks"] if c["status"] == "failed"]
+        assert codes == set(), report["diagnoses"]
+        return
+    limit = float(honest[1])
+    assert report["score"] <= limit + 0.01, (report["score"], limit)
+    if TRICK in text:
+        twin_report = grade(grader, tmp_path, "twin", text.split(TRICK)[0])
+        assert report["score"] <= twin_report["score"] + 1e-6
+        assert abs(twin_report["score"] - limit) < 0.01, twin_report["score"]
+        assert "api.breaks-code-rules" in codes, (codes, report["notes"])
+        assert "api.breaks-code-rules" not in {d["code"] for d in twin_report["diagnoses"]}
+    else:
+        assert report["score"] < 100.0
+
+
+def test_a_forward_that_writes_into_its_input_is_named(grader, tmp_path):
+    path = api.PROJECT / "tests" / "submissions" / "guard" / "g07_forward_mutates_its_queries.py"
+    report = grade(grader, tmp_path, "mut", path.read_text())
+    values = next(c for c in report["checks"] if c["name"] == "MultiHeadAttention.values")
+    assert values["status"] == "failed" and "changed its queries tensor in place" in \
+        values["feedback"]
+
+
+def test_host_reads_no_operator_dispatches_are_counted(grader, tmp_path):
+    path = api.PROJECT / "tests" / "submissions" / "guard" / "g08_host_sync_by_tolist.py"
+    report = grade(grader, tmp_path, "sync", path.read_text())
+    sync = next(c for c in report["checks"] if c["name"] == "device.sync")
+    assert sync["status"] == "failed"
+    assert all(n in sync["feedback"] for n in ("tolist", "numpy", "_unique2", "bincount"))

@@ -73,11 +73,33 @@ def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropo
     return student, ref
 
 
+ROLES = ("queries", "keys", "values")
+
+
+def unchanged(run: dict, after, what: str) -> None:
+    """forward leaves its inputs as they were: judged here, from the tensors sent and the ones
+    the probe sent back after the call (none came back: not judged)."""
+    if not isinstance(after, (list, tuple)):
+        return
+    for role, back in zip(ROLES, after):
+        sent = run[role]
+        try:
+            same = back.dtype == sent.dtype and back.layout == sent.layout \
+                and back.device == sent.device and back.shape == sent.shape \
+                and torch.equal(back, sent)
+        except Exception:          # a tensor no comparison reads (meta, sparse): changed
+            same = False
+        if not same:
+            raise CheckFailed(f"{what}: forward changed its {role} tensor in place; work on a "
+                              "copy (masked_fill, not masked_fill_; no writes into the inputs)")
+
+
 def compare_runs(p: Probe, c: Config, runs, student, ref, *, grads: bool = False) -> None:
     for run, s, r in zip(runs, student["runs"], ref["runs"]):
         lens = run.get("valid_lens")
         what = f"forward of {c.describe()}" + (f", valid_lens {lens.tolist()}" if lens is not None else "")
         expect_float64(p, actual=s["out"], expected=r["out"], what=f"{what}: output")
+        unchanged(run, s.get("after"), what)
         if s["weights"] is None:
             raise CheckFailed(f"{what}: self.attention_weights is not a tensor after forward")
         expect_float64(p, actual=s["weights"], expected=r["weights"],

@@ -332,7 +332,8 @@ def forward(model, run: dict, dtype=torch.float64, device="cpu") -> dict:
         raise ProbeError("forward returned a tuple; it should return one tensor "
                          "(batch, n_q, d_model) and keep the weights in self.attention_weights")
     weights = getattr(model, "attention_weights", None)
-    result = {"out": out.detach(), "weights": weights.detach() if _type(weights) is _Tensor else None}
+    result = {"out": out.detach(), "weights": weights.detach() if _type(weights) is _Tensor else None,
+              "after": [t.detach() for t in (q, k, v)]}    # the grader judges in-place writes
     if want_grad:
         if not out.requires_grad:
             raise ProbeError("forward's output does not depend on the parameters (no grad_fn)")
@@ -378,7 +379,11 @@ def mha_raises(api, init: dict) -> dict:
 # Structure: weight variants, operator traces, FLOPs, other devices and precisions
 
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "is_nonzero", "item",
-            "equal", "allclose", "_assert_async"}
+            "equal", "allclose", "_assert_async", "tolist", "numpy", "_unique", "_unique2",
+            "unique_dim", "unique_consecutive", "unique_dim_consecutive", "bincount", "histc"}
+#: Tensor methods that read values back to the host without dispatching an operator (so a
+#: dispatch mode never sees them): each call under an open trace is counted as one.
+HOST_READS = ("tolist", "numpy")
 FOREIGN_LIMIT = 5
 
 
@@ -393,6 +398,26 @@ def mha_loads(api, spec: dict) -> dict:
 
 
 ACTIVE_TRACES: list = []      #: the operator traces open now (innermost last)
+
+
+def _count_host_reads() -> None:
+    """Wrap ``HOST_READS`` once, so that a call under an open trace is counted there (graded
+    code may not change torch's classes, so the wrappers stay)."""
+    for name in HOST_READS:
+        real = getattr(_Tensor, name, None)
+        if real is None or getattr(real, "_counted", False):
+            continue
+
+        def read(self, *args, _real=real, _name=name, **kwargs):
+            if ACTIVE_TRACES:
+                counts = ACTIVE_TRACES[-1].counts
+                counts[_name] = counts.get(_name, 0) + 1
+            return _real(self, *args, **kwargs)
+        read.__name__, read.__doc__, read._counted = name, real.__doc__, True
+        setattr(_Tensor, name, read)
+
+
+_count_host_reads()
 
 
 class OpTrace(DispatchMode):

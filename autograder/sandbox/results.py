@@ -230,7 +230,7 @@ def _run(run: dict):
     grads = {"grads": mapping(kind(torch.Tensor, type(None)))} \
         if run.get("grad") is not None else {}
     form = record({"out": kind(torch.Tensor), "weights": kind(torch.Tensor, type(None)),
-                   **grads})
+                   "after": sequence(kind(torch.Tensor), 3), **grads})
 
     def check(value, path):
         form(value, path)
