@@ -180,6 +180,11 @@ REFUSED = {
         "try:\n    pass\nexcept Exception as __builtins__:\n    pass\n"),
     "a with target binding a dunder": (
         "import torch\nwith torch.no_grad() as __builtins__:\n    pass\n"),
+    "a stream's raw file": "import sys\nf = type(sys.stdout.buffer)\n",
+    "a handler's raw file": "import logging\nf = logging.StreamHandler().stream.buffer\n",
+    "logging.FileHandler": "import logging\nh = logging.FileHandler('/tmp/x.log')\n",
+    "logging.basicConfig(filename=)": "import logging\nlogging.basicConfig(filename='/tmp/x')\n",
+    "torch.from_file": "import torch\nt = torch.from_file('/etc/hostname', size=1)\n",
     "nn.Module's machinery on one's own module": (
         "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n"
         "        super().__init__()\n        self._parameters = {}\nM()\n"),

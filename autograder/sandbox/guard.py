@@ -42,11 +42,15 @@ _object_setattr, _object_getattribute = object.__setattr__, object.__getattribut
 _issubclass, _str_str, _tuple = _builtins.issubclass, str.__str__, _builtins.tuple
 _BuiltinMethod = _types.BuiltinMethodType
 _STR_FORMATS = (str.format, str.format_map)
+import io as _io                    # noqa: E402  (loaded with Python itself)
+_IOBase = _io.IOBase
 GUARD_PREFIXES = rules.GUARD_PREFIXES
 #: Names whose reading gives an object the guard hands on changed: the attribute machinery
 #: (bound to one's own object, its name argument checked), a class's metaclass (a view).
 SPECIAL = ATTRIBUTE_MACHINERY | {"__class__", "__call__"}
 FORMATS = frozenset({"format", "format_map"})
+#: A stream's layers below its text: a file object whose class opens any path.
+RAW_STREAMS = frozenset({"buffer", "raw"})
 
 
 def _exact(name):
@@ -227,7 +231,7 @@ def risky_names() -> frozenset:
     torch = _sys.modules.get("torch")
     found |= set(_getattr(torch, "_lazy_modules", ()) or ())
     found |= {attr for _, attr in IDENTITY} | {attr for _, attr in COPIES}
-    found |= {attr for _, attr in SUBSTITUTES} | FORMATS
+    found |= {attr for _, attr in SUBSTITUTES} | FORMATS | RAW_STREAMS
     found |= {name.rsplit(".", 1)[-1] for name in forbidden_attention().values()}
     names = frozenset(n for n in found if _type(n) is str and n.isidentifier()
                       and not n.startswith("_"))
@@ -328,6 +332,9 @@ class Guard:
                 return view(value)
             if name in FORMATS:
                 return checked_format(value)
+            if name in RAW_STREAMS and _isinstance(obj, _IOBase):
+                self.fail(1, f".{name} of a stream is not available to graded code (write "
+                             "text with print or .write)")
             return value
 
         check_private, special = self._check_private, self._special
@@ -849,7 +856,16 @@ def _dataclass(guard, real):
 
 #: (module, name) -> what graded code gets in its place, made by f(guard, the real one): the
 #: same function, with the arguments that would reach what the rules refuse refused.
-SUBSTITUTES = {("os", "write"): _os_write, ("functools", "update_wrapper"): _update_wrapper,
+def _basic_config(guard, real):
+    def basicConfig(**kwargs):
+        if "filename" in kwargs:
+            guard.fail(1, "logging.basicConfig(filename=...) opens a file; graded code logs to "
+                          "the console")
+        return real(**kwargs)
+    return basicConfig
+
+
+SUBSTITUTES = {("logging", "basicConfig"): _basic_config, ("os", "write"): _os_write, ("functools", "update_wrapper"): _update_wrapper,
                ("functools", "wraps"): _wraps, ("dataclasses", "dataclass"): _dataclass}
 
 

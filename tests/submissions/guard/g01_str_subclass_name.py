@@ -109,4 +109,4 @@ class S(str):
 
 
 def traced():
-    return getattr(torch, S("_C"))._len_torch_dispatch_stack() > 0
+    return getattr(getattr(torch, S("_C")), S("_len_torch_dispatch_stack"))() > 0

