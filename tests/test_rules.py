@@ -174,6 +174,8 @@ REFUSED = {
     "the guard's name bound in a function": (
         "import torch\ndef f():\n    __rules_get_private__ = lambda o, n: None\n"
         "    return torch._C\n"),
+    "a class hook bound by a walrus in the class body": (
+        "class A:\n    (__reduce__ := print)\n"),
     "the guard's name bound in a class body": (
         "class A:\n    __rules_set__ = print\n"),
     "an except clause binding a dunder": (
@@ -196,7 +198,7 @@ STATIC = {'ndarray.ctypes', '__builtins__', '__getattribute__', '__import__', '_
           '__array_function__', '__array_ufunc__ set in a class body',
           "a walrus binding the guard's name", "the guard's name bound in a function",
           "the guard's name bound in a class body", 'an except clause binding a dunder',
-          'a with target binding a dunder'}
+          'a with target binding a dunder', 'a class hook bound by a walrus in the class body'}
 
 
 def run_refused(name: str) -> str:
@@ -506,6 +508,21 @@ class Sizes:
     _cache: int = 0
 
 
+class Shape(typing.NamedTuple):        # typing's machinery adds __match_args__: not ours
+    n: int
+
+
+class HasSize(typing.Protocol):        # and __subclasshook__ here
+    def size(self) -> int: ...
+
+
+T = typing.TypeVar("T")
+
+
+class Box(typing.Generic[T]):
+    pass
+
+
 class M(nn.Module):
     def __init__(self):
         super().__init__()
@@ -548,6 +565,7 @@ def check():
     assert issubclass(abc.ABCMeta, type) and type(m) is M and type(3) is int
     assert type(m).__name__ == "M" and m.__class__ is M and Kind.SELF.value == 1
     assert Sizes(2).d == 2 and shape_of.__name__ == "shape_of"
+    assert Shape(3).n == 3 and Box[int] is not None and enum.Enum("E", "A B").A.value == 1
     logging.Formatter("{levelname} {message}", style="{")
     os.write(1, b"")
     return shape_of(m(torch.ones(1, 2))), "{name}".format_map({"name": "ok"})

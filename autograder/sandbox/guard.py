@@ -49,6 +49,9 @@ GUARD_PREFIXES = rules.GUARD_PREFIXES
 #: (bound to one's own object, its name argument checked), a class's metaclass (a view).
 SPECIAL = ATTRIBUTE_MACHINERY | {"__class__", "__call__"}
 FORMATS = frozenset({"format", "format_map"})
+#: Hooks that typing's own machinery puts on a class it makes (NamedTuple's __match_args__,
+#: Protocol's __subclasshook__): refused only where the submission's code defined them.
+LIBRARY_SET = frozenset({"__match_args__", "__subclasshook__"})
 #: A stream's layers below its text: a file object whose class opens any path.
 RAW_STREAMS = frozenset({"buffer", "raw"})
 
@@ -589,8 +592,9 @@ class Guard:
             if _type(base) is MetaclassView or _metaclass(base):
                 self.fail(2, f"class {name} is a metaclass (its base {_show(base)} is one)")
         cls = _build_class(func, name, *bases, **kwargs)
-        bad = sorted(k for k in vars(cls) if k in DUNDER_DEFINE_NOT and k not in (
-            "__module__", "__qualname__", "__dict__", "__doc__", "__slots__"))
+        bad = sorted(k for k, v in vars(cls).items() if k in DUNDER_DEFINE_NOT and k not in (
+            "__module__", "__qualname__", "__dict__", "__doc__", "__slots__")
+            and not (k in LIBRARY_SET and not self.owns(_getattr(v, "__func__", v))))
         if bad:
             self.fail(2, f"class {name} defines {bad[0]}")
         self.own.add(cls)

@@ -408,7 +408,7 @@ def _bad_binding(name: str, scope: str) -> bool:
         return False
     if scope == "module":
         return name not in DUNDER_NAMES - {"__name__", "__file__"}
-    return scope == "function"
+    return scope == "function" or name in DUNDER_DEFINE_NOT
 
 
 def _class_names(item):
