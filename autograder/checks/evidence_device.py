@@ -97,17 +97,30 @@ DTYPE_MISMATCH = re.compile(r"expected scalar type|same dtype|dtypes? must (be|m
                             r"expected \w+ and \w+ to have the same dtype|dtypes? match", re.I)
 
 
-def failure_kind(result: dict) -> str:
+def failure_kind(result: dict, base: dict) -> str:
     """What a failed low-precision run shows: "overflow" (the overflow exception, or an
-    infinity made from finite operands), "dtype" (a dtype mismatch), "non-finite" (inf or
-    NaN with no overflow seen) or "error" (any other exception)."""
+    infinity made from finite operands, or a constant that arrived infinite where the
+    float32 run ``base`` had none), "dtype" (a dtype mismatch), "non-finite" (inf or NaN
+    with no overflow seen) or "error" (any other exception)."""
     if "raised" in result:
         message = result["raised"].get("message", "")
         return "overflow" if OVERFLOW.search(message) else \
             "dtype" if DTYPE_MISMATCH.search(message) else "error"
     if "bad" in result:
         return "error"
-    return "overflow" if result["value"].get("overflowed") else "non-finite"
+    return "overflow" if overflowed(result, base) else "non-finite"
+
+
+def overflowed(result: dict, base: dict) -> list[str]:
+    """The operators where a run made an infinity of finite values (a constant lifted
+    infinite counts where the float32 run lifted none: there it is an infinite literal)."""
+    made = list(result.get("value", {}).get("overflowed") or ())
+    if any(op in LIFTS for op in base.get("value", {}).get("overflowed") or ()):
+        made = [op for op in made if op not in LIFTS]
+    return made
+
+
+LIFTS = ("lift_fresh", "lift", "lift_fresh_copy")
 
 
 def precision_failures(p) -> list[tuple[str, str, str, str]]:
@@ -125,14 +138,15 @@ def precision_failures(p) -> list[tuple[str, str, str, str]]:
                 at = result["raised"].get("at")
                 found.append((mode, part, f"raised {result['raised']['type']}"
                               + (f" at aten::{at}" if at else "")
-                              + f": {result['raised']['message'][:160]}", failure_kind(result)))
+                              + f": {result['raised']['message'][:160]}",
+                              failure_kind(result, base)))
             elif "bad" in result:
                 found.append((mode, part, result["bad"][:160], "error"))
             elif not result["value"]["finite"]:
-                made = result["value"].get("overflowed")
+                made = overflowed(result, base)
                 found.append((mode, part, "non-finite values (inf or NaN)" + (
-                    f", an infinity made from finite operands at aten::{made[0]}" if made else ""),
-                    failure_kind(result)))
+                    f", a constant overflowed to infinity at aten::{made[0]}" if made else ""),
+                    failure_kind(result, base)))
     return found
 
 

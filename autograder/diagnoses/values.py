@@ -44,8 +44,8 @@ def _view_error(result) -> bool:
 
 def behaves_like(records, mistake) -> bool:
     """True if the student does what the mistake does on at least one case where the mistake
-    differs from the reference, and on every such case either does that (raises where it
-    raises, the same values where it returns) or the reference's thing: a mistake that shows
+    differs from the reference, and on every such case either does that (raises the mistake's
+    exception where it raises, the same values where it returns) or the reference's thing: a mistake that shows
     in some configurations only is still that mistake. A .view() that cannot take a
     non-contiguous input is no evidence either way."""
     telling = 0
@@ -58,6 +58,8 @@ def behaves_like(records, mistake) -> bool:
                 if _same(result.get("value"), expected) and not isinstance(e, m.Raises):
                     continue
                 return False
+            if not m.same_failure(e, result["raised"]):
+                return False        # it raises here, but not this mistake's exception
             telling += 1
             continue
         if "raised" in result:

@@ -618,14 +618,29 @@ class OverflowWatch(DispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.__name__.split(".")[0]
+        watch = _len(self.born) < self.LIMIT and name not in VIEWS
+        # the operands are read before the call: an in-place operator writes into its own
+        finite_in = watch and not any(_infinite(x) for x in _flat([*args, *(kwargs or {}).values()]))
         try:
             out = func(*args, **(kwargs or {}))
         except BaseException:
             self.raised_at = self.raised_at or name
             raise
-        if _len(self.born) < self.LIMIT and name not in VIEWS and _makes_infinity(args, kwargs, out):
+        if (finite_in and any(_infinite(t) for t in _flat([out]))) or \
+                (name in LIFTS and _len(self.born) < self.LIMIT
+                 and any(_infinite(t) for t in _flat(args))):
             self.born.append(name)
         return out
+
+
+#: The operators that bring a constant written in Python into the graph (``X[m] = -1e6``):
+#: torch has already converted it to the tensor's dtype, so an overflowed constant arrives
+#: infinite. The grader tells it from an infinite literal by the float32 run.
+LIFTS = frozenset({"lift_fresh", "lift", "lift_fresh_copy"})
+
+
+def _flat(items) -> list:
+    return [x for a in items for x in (a if _type(a) in (tuple, list) else (a,))]
 
 
 def _infinite(t) -> bool:
@@ -633,16 +648,6 @@ def _infinite(t) -> bool:
         return t != t or t in (float("inf"), float("-inf"))
     return _isinstance(t, _Tensor) and t.is_floating_point() and t.device.type != "meta" \
         and bool((~torch.isfinite(t)).any())
-
-
-def _makes_infinity(args, kwargs, out) -> bool:
-    """An infinite floating result from operands that are all finite."""
-    outs = out if _type(out) in (tuple, list) else (out,)
-    if not any(_infinite(t) for t in outs):
-        return False
-    operands = [*args, *(kwargs or {}).values()]
-    flat = [x for a in operands for x in (a if _type(a) in (tuple, list) else (a,))]
-    return not any(_infinite(x) for x in flat)
 
 
 def _watched(run) -> dict:
