@@ -100,6 +100,16 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
          "        d_total = d_model if d_total is None else d_total\n"
          "        self.head_dim = d_total // num_heads"),
     ]),
+    'plain_list_no_train': ("One nn.Dropout per head kept in a plain list (not registered), "
+                            "and no train() that passes the mode on: they stay in training "
+                            "mode after model.eval().", [
+        ("        self.dropout = nn.Dropout(dropout)",
+         "        self.head_dropouts = [nn.Dropout(dropout) for _ in range(num_heads)]  # plain list"),
+        ("        heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)",
+         """        dropped = torch.stack([drop(weights[:, j]) for j, drop in enumerate(self.head_dropouts)],
+                              dim=1)                          # (batch, M, n_q, n_k)
+        heads = dropped @ V                                   # (batch, M, n_q, p)"""),
+    ]),
     # ---- item 3: correct code, written otherwise ---------------------------------------
     'correct_float64_inside': ('CORRECT: forward computes the pooling in float64 and returns the '
                                "inputs' dtype (under autocast: the inputs' float32).", [
@@ -165,6 +175,7 @@ EXPECTED: dict[str, set[str]] = {
     "fresh_out_proj": {"module.missing-out-proj"},
     "fresh_out_proj_copied": {"module.missing-out-proj"},
     "heads_checked_on_d_model": {"shape.no-valueerror"},
+    "plain_list_no_train": {"module.dropout-in-eval"},
     **{name: set() for name in PATCHES if name.startswith("correct_")},
 }
 #: Fixtures that raise on every masked call: they must get no code that rests on a mask's

@@ -248,5 +248,7 @@ def device_cuda(p: Probe) -> None:
     for mode in evd.CUDA_AUTOCAST:
         run = evd.expect_ran(student.get("autocast") or {}, mode, f"forward under {mode} on the GPU")
         if not run["finite"]:
+            hint = ("; a constant overflowed to infinity (at aten::" + run["overflowed"][0]
+                    + "): fill masks with torch.finfo(dtype).min") if run.get("overflowed") else ""
             raise CheckFailed(f"forward under {mode} on the GPU gives non-finite values (masks "
-                              "with length 0 included); fill masks with torch.finfo(dtype).min")
+                              f"with length 0 included){hint}")
