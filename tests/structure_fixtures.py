@@ -233,11 +233,15 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
 
 def source(name: str) -> str:
     """The reference's text with the fixture's replacements, its docstring saying what changed."""
-    description, replacements = PATCHES[name]
+    return patched(name, *PATCHES[name])
+
+
+def patched(name: str, description: str, replacements) -> str:
+    """The reference's text with these replacements, its docstring the description."""
     text = REFERENCE.read_text()
     for old, new in replacements:
         if text.count(old) != 1:
-            raise AssertionError(f"structure fixture {name}: the reference contains {old!r} "
+            raise AssertionError(f"fixture {name}: the reference contains {old!r} "
                                  f"{text.count(old)} times, not once")
         text = text.replace(old, new)
     docstring = f'"""{description}\n\nThe reference solution (solutions/mha.py) with this one change."""\n'

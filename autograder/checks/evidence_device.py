@@ -88,9 +88,45 @@ def low_precision(p, side: str) -> dict:
     return once(p, ("precision", side), make)
 
 
-def precision_failures(p) -> list[tuple[str, str, str]]:
-    """(mode, part, what) where the student is not finite (or raises) in low precision while
-    its float32 run and the reference's run in that mode are finite."""
+#: The exception of a constant that does not fit the dtype (torch converts a Python number
+#: to the tensor's dtype and refuses to overflow).
+OVERFLOW = re.compile(r"cannot be converted to type \S+ without overflow", re.I)
+#: The exceptions of two dtypes meeting where one is needed (a float32 tensor meeting float16).
+DTYPE_MISMATCH = re.compile(r"expected scalar type|same dtype|dtypes? must (be|match)|"
+                            r"result type \w+ can't be cast|expected both|"
+                            r"expected \w+ and \w+ to have the same dtype|dtypes? match", re.I)
+
+
+def failure_kind(result: dict, base: dict) -> str:
+    """What a failed low-precision run shows: "overflow" (the overflow exception, or an
+    infinity made from finite operands, or a constant that arrived infinite where the
+    float32 run ``base`` had none), "dtype" (a dtype mismatch), "non-finite" (inf or NaN
+    with no overflow seen) or "error" (any other exception)."""
+    if "raised" in result:
+        message = result["raised"].get("message", "")
+        return "overflow" if OVERFLOW.search(message) else \
+            "dtype" if DTYPE_MISMATCH.search(message) else "error"
+    if "bad" in result:
+        return "error"
+    return "overflow" if overflowed(result, base) else "non-finite"
+
+
+def overflowed(result: dict, base: dict) -> list[str]:
+    """The operators where a run made an infinity of finite values (a constant lifted
+    infinite counts where the float32 run lifted none: there it is an infinite literal)."""
+    made = list(result.get("value", {}).get("overflowed") or ())
+    if any(op in LIFTS for op in base.get("value", {}).get("overflowed") or ()):
+        made = [op for op in made if op not in LIFTS]
+    return made
+
+
+LIFTS = ("lift_fresh", "lift", "lift_fresh_copy")
+
+
+def precision_failures(p) -> list[tuple[str, str, str, str]]:
+    """(mode, part, what, kind) where the student is not finite (or raises) in low precision
+    while its float32 run and the reference's run in that mode are finite; kind as
+    ``failure_kind`` says."""
     student, ref = low_precision(p, "student"), low_precision(p, "reference")
     found = []
     for mode in MODES[1:]:
@@ -99,12 +135,18 @@ def precision_failures(p) -> list[tuple[str, str, str]]:
             if not (base.get("value", {}).get("finite") and wanted.get("value", {}).get("finite")):
                 continue
             if "raised" in result:
-                found.append((mode, part, f"raised {result['raised']['type']}: "
-                                          f"{result['raised']['message'][:160]}"))
+                at = result["raised"].get("at")
+                found.append((mode, part, f"raised {result['raised']['type']}"
+                              + (f" at aten::{at}" if at else "")
+                              + f": {result['raised']['message'][:160]}",
+                              failure_kind(result, base)))
             elif "bad" in result:
-                found.append((mode, part, result["bad"][:160]))
+                found.append((mode, part, result["bad"][:160], "error"))
             elif not result["value"]["finite"]:
-                found.append((mode, part, "non-finite values (inf or NaN)"))
+                made = overflowed(result, base)
+                found.append((mode, part, "non-finite values (inf or NaN)" + (
+                    f", a constant overflowed to infinity at aten::{made[0]}" if made else ""),
+                    failure_kind(result, base)))
     return found
 
 
@@ -117,9 +159,16 @@ def dtype_failures(p) -> list[tuple[str, str, str, str]]:
     for mode in MODES:
         for part, result in student[mode].items():
             got, wanted = result.get("value", {}), ref[mode][part].get("value", {})
-            if got and wanted and got.get("dtype") != wanted.get("dtype"):
+            if got and wanted and got.get("dtype") not in kept_dtypes(mode, wanted.get("dtype")):
                 found.append((mode, part, str(got.get("dtype")), str(wanted.get("dtype"))))
     return found
+
+
+def kept_dtypes(mode: str, reference: str) -> set:
+    """The dtypes that keep the inputs' dtype in a mode: the reference's; under autocast
+    also the inputs' own (float32 there), since code that computes in another dtype and
+    casts back to its inputs' keeps theirs where autocast would have lowered it."""
+    return {reference, "float32"} if mode.startswith("autocast-") else {reference}
 
 
 def dtype_not_kept(got: str, wanted: str) -> str:

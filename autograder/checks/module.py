@@ -108,9 +108,24 @@ def compare_runs(p: Probe, c: Config, runs, student, ref, *, grads: bool = False
             for name, expected in r["grads"].items():
                 actual = s["grads"].get(name)
                 if actual is None:
-                    raise CheckFailed(f"{what}: no gradient reached {name}")
+                    actual = _absent_gradient(name, expected, what)
                 expect_float64(p, actual=actual, expected=expected,
-                               what=f"{what}: gradient of {name}", rtol=1e-8, atol=1e-10)
+                               what=f"{what}: gradient of {name}", **GRAD_TOL)
+
+
+GRAD_TOL = dict(rtol=1e-8, atol=1e-10)
+
+
+def _absent_gradient(name: str, expected, what: str) -> torch.Tensor:
+    """No gradient reached ``name``: right only where the reference's is zero by the maths
+    (W_k's bias cannot change the softmax: it adds the same q·b to every key of a query
+    row), so an absent gradient compares as zeros; anywhere else it is missing."""
+    zeros = torch.zeros_like(expected)
+    try:
+        expect_close(actual=zeros, expected=expected, what=what, **GRAD_TOL)
+    except CheckFailed:
+        raise CheckFailed(f"{what}: no gradient reached {name}") from None
+    return zeros
 
 
 @check("MultiHeadAttention.params", part="MultiHeadAttention", kind="structure", group="mha", hidden=False, instruments=["parameters"])
@@ -132,15 +147,21 @@ def mha_params(p: Probe) -> None:
                                   "(out_features, in_features))")
 
 
+#: Configurations that must build: num_heads divides d_total but not d_model.
+VALID_INITS = ({"d_model": 10, "num_heads": 4, "d_total": 12},)
+
+
 @check("MultiHeadAttention.raises", part="MultiHeadAttention", kind="raises", group="mha", hidden=False, instruments=["exception"])
 def mha_raises(p: Probe) -> None:
-    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3 (graded once
+    """MultiHeadAttention(8, 3) raises ValueError: 8 is not divisible by 3, and
+    MultiHeadAttention(10, 4, d_total=12) builds: the head count divides d_total (graded once
     MultiHeadAttention(8, 2) builds)."""
     p.student.require("MultiHeadAttention")
     built = p.student.probe("mha_raises", "mha", init={"d_model": 8, "num_heads": 2})
     if "raised" in built or "bad" in built:
         raise Blocked("not graded: MultiHeadAttention(8, 2) could not be built either, so "
                       "raising proves nothing yet", by=["MultiHeadAttention.params"])
+    problems = []
     for init in ({"d_model": 8, "num_heads": 3}, {"d_model": 8, "num_heads": 4, "d_total": 10}):
         p.student.require("MultiHeadAttention")
         result = p.student.probe("mha_raises", "mha", init=init)
@@ -148,11 +169,23 @@ def mha_raises(p: Probe) -> None:
         if "raised" not in result or not result["raised"].get("value_error"):
             p.observations.setdefault("no_valueerror", []).append(("MultiHeadAttention", text))
         if "raised" not in result:
-            raise CheckFailed(f"MultiHeadAttention({text}) was built; it must raise ValueError "
-                              "(the width is not divisible by the number of heads)")
-        if not result["raised"].get("value_error"):
-            raise CheckFailed(f"MultiHeadAttention({text}) raised {result['raised'].get('type')}, "
-                              "expected ValueError (not an assert)")
+            problems.append(f"MultiHeadAttention({text}) was built; it must raise ValueError "
+                            "(the width is not divisible by the number of heads)")
+        elif not result["raised"].get("value_error"):
+            problems.append(f"MultiHeadAttention({text}) raised {result['raised'].get('type')}, "
+                            "expected ValueError (not an assert)")
+    for init in VALID_INITS:
+        p.student.require("MultiHeadAttention")
+        result = p.student.probe("mha_raises", "mha", init=init)
+        if "raised" in result:
+            text = ", ".join(f"{k}={v}" for k, v in init.items())
+            problems.append(f"MultiHeadAttention({text}) raised {result['raised'].get('type')}: "
+                            f"{result['raised'].get('message', '')[:200]}; it is a valid "
+                            f"configuration: d_total={init['d_total']} is divisible by "
+                            f"num_heads={init['num_heads']} (d_model need not be). Check "
+                            "d_total % num_heads, not d_model % num_heads")
+    if problems:
+        raise CheckFailed("; ".join(problems))
 
 
 @check("MultiHeadAttention.values", part="MultiHeadAttention", kind="values", group="mha", hidden=False)
@@ -196,6 +229,10 @@ def mha_dropout(p: Probe) -> None:
     student, ref = run_both(p, c, runs, dropout=0.5)
     first, second = (r["out"] for r in student["runs"])
     if first.shape == second.shape and not torch.equal(first, second):
+        if _random_without_dropout(p, c, runs):
+            raise CheckFailed(f"{c.describe()}: two eval-mode forwards on the same inputs differ "
+                              "even with dropout=0, so forward is random for some other reason "
+                              "(e.g. a layer built, with fresh random weights, inside forward)")
         p.observations["eval_nondeterministic"] = True
         raise CheckFailed(f"{c.describe()} with dropout=0.5: two eval-mode forwards on the same "
                           "inputs differ, so dropout still acts after model.eval()")
@@ -210,6 +247,16 @@ def mha_dropout(p: Probe) -> None:
         raise CheckFailed(f"{c.describe()} with dropout=0.5 in training mode gave the eval-mode "
                           "output: dropout on the attention weights never acts")
     _dropout_acts_on_the_weights(p, gen)
+
+
+def _random_without_dropout(p: Probe, c: Config, runs) -> bool:
+    """Whether two eval-mode forwards on the same inputs differ with dropout=0 too: then the
+    randomness is not dropout's."""
+    seed = int(torch.randint(0, 2**31, (1,), generator=p.generator("dropout-free" + c.name)))
+    student = p.student.mha({"init": dict(c.init, dropout=0.0), "seed": seed, "runs": runs},
+                            group="mha")
+    first, second = (r["out"] for r in student["runs"])
+    return first.shape == second.shape and not torch.equal(first, second)
 
 
 def _dropout_acts_on_the_weights(p: Probe, gen) -> None:

@@ -58,6 +58,11 @@ def mha_distinct(p: Probe) -> None:
                               "heads, p), then transpose(1, 2).")
     if data["zero_grad"]:
         role, blocks = next(iter(data["zero_grad"].items()))
+        if len(blocks) == h:
+            raise CheckFailed(f"{c.describe()}, unmasked inputs: {role}.weight gets exactly zero "
+                              f"gradient (every head block), so {role} never acts on the output "
+                              "and never learns (e.g. it is left out, or another layer built "
+                              f"inside forward is used in its place). Use self.{role} itself.")
         raise CheckFailed(f"{c.describe()}, unmasked inputs: the head block(s) {blocks} of "
                           f"{role}.weight get exactly zero gradient, so those heads' weights never "
                           "reach the output and never learn. Use every head: concat_heads(...) "
@@ -182,12 +187,9 @@ def precision_autocast(p: Probe) -> None:
     dtype, and float64 inputs are computed in float64 (a float32 detour is charged here)."""
     failures = evd.precision_failures(p)
     if failures:
-        lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what in failures[:4])
-        hint = (" A mask constant such as -1e9 does not fit in float16 (largest 65504): fill with "
-                "torch.finfo(scores.dtype).min instead." if any(
-                    mode.endswith("float16") and "bfloat" not in mode for mode, _, _ in failures)
-                else "")
-        raise CheckFailed(f"finite in float32, but not in low precision: {lines}.{hint}")
+        lines = "; ".join(f"{part} under {mode}: {what}" for mode, part, what, _ in failures[:4])
+        raise CheckFailed(f"finite in float32, but not in low precision: {lines}."
+                          + _precision_hint({kind for *_, kind in failures}))
     dtypes = evd.dtype_failures(p)
     if dtypes:
         lines = "; ".join(f"{part} under {mode}: {evd.dtype_not_kept(got, wanted)}"
@@ -201,6 +203,20 @@ def precision_autocast(p: Probe) -> None:
                           "runs in float32. Compute in the inputs' dtype (no .float(), no "
                           "dtype=torch.float32). The value checks count these values as right; "
                           "this check charges the precision once.")
+
+
+def _precision_hint(kinds: set) -> str:
+    """What to change, for what the failures showed (the diagnoses read the same kinds)."""
+    hints = []
+    if "overflow" in kinds:
+        hints.append(" A constant does not fit in the low-precision dtype (float16's largest is "
+                     "65504, so -1e9 overflows; float32's minimum overflows bfloat16 as well): "
+                     "fill with torch.finfo(scores.dtype).min instead.")
+    if "dtype" in kinds:
+        hints.append(" A tensor in float32 (torch.zeros or torch.tensor without dtype=, a "
+                     "float32 constant) meets tensors in the inputs' dtype: create helper "
+                     "tensors with dtype=scores.dtype.")
+    return "".join(hints)
 
 
 @check("device.cuda", part="conventions", kind="instrument", group="device", needs={"cuda"}, requires=WORKS,
@@ -232,5 +248,7 @@ def device_cuda(p: Probe) -> None:
     for mode in evd.CUDA_AUTOCAST:
         run = evd.expect_ran(student.get("autocast") or {}, mode, f"forward under {mode} on the GPU")
         if not run["finite"]:
+            hint = ("; a constant overflowed to infinity (at aten::" + run["overflowed"][0]
+                    + "): fill masks with torch.finfo(dtype).min") if run.get("overflowed") else ""
             raise CheckFailed(f"forward under {mode} on the GPU gives non-finite values (masks "
-                              "with length 0 included); fill masks with torch.finfo(dtype).min")
+                              f"with length 0 included){hint}")

@@ -8,6 +8,7 @@ it replaces, or is a switch of ``simulate``, a functional forward of the module.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -16,7 +17,53 @@ LOWEST = torch.finfo(torch.float64).min
 
 class Raises(RuntimeError):
     """The mistake raises here, and that is its symptom: code that runs here does not have it
-    (other failures of a simulation only mean it cannot say)."""
+    (other failures of a simulation only mean it cannot say). ``expect(info)`` says whether
+    an exception the submission raised (type and message, as the probe reports it) is this
+    mistake's: code that raises something else here does not have it either."""
+
+    def __init__(self, message: str, *, expect=None):
+        super().__init__(message)
+        self.expect = expect
+
+
+_BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b "
+                        r"\((\d+)\) at non-singleton dimension (\d+)")
+
+
+def broadcast_error(a: int, b: int, dim: int):
+    """The exception of two sizes a and b meeting in one axis (``dim``, counted from the front
+    of the broadcast shape), in either order: a mask laid on the wrong axis of the scores."""
+    def expect(info: dict) -> bool:
+        found = _BROADCAST.search(str(info.get("message", "")))
+        return info.get("type") == "RuntimeError" and found is not None \
+            and {int(found.group(1)), int(found.group(2))} == {a, b} and int(found.group(3)) == dim
+    return expect
+
+
+#: The kinds of failure a simulation and a submission can share: the same kind of exception
+#: at the same kind of operation (a view of strided memory, shapes that do not fit, two
+#: dtypes); any other exception is known by its type and message.
+FAILURE_KINDS = (("view", re.compile(r"view size is not compatible|use \.reshape|contiguous", re.I)),
+                 ("dtype", re.compile(r"dtype|scalar type", re.I)),
+                 ("shape", re.compile(r"size|shape|dimension|broadcast|cannot be multiplied|"
+                                      r"out of range|mismatch", re.I)))
+
+
+def failure_kind(type_name: str, message: str) -> str:
+    for kind, pattern in FAILURE_KINDS:
+        if pattern.search(message):
+            return kind
+    return f"{type_name}: {message}"
+
+
+def same_failure(error: Exception, info: dict) -> bool:
+    """Whether the submission's exception (``info``) is what the simulation raised here."""
+    if isinstance(error, Raises) and error.expect is not None:
+        return bool(error.expect(info))
+    same_type = info.get("type") == type(error).__name__ or (
+        isinstance(error, RuntimeError) and info.get("type") in ("RuntimeError", "IndexError"))
+    return same_type and failure_kind(type(error).__name__, str(error)) == \
+        failure_kind(str(info.get("type")), str(info.get("message", "")))
 
 
 # ---- masked softmax variants --------------------------------------------------------
@@ -82,7 +129,9 @@ def softmax(scores, valid_lens=None, *, mistake=None, dim=-1):
     keep = key_mask(scores, valid_lens)
     if kinds & {"wrong-axis", "wrong-axis-square"}:
         if "wrong-axis-square" in kinds and scores.shape[-2] != scores.shape[-1]:
-            raise Raises("a (n_k, 1) mask does not broadcast against (n_q, n_k) scores")
+            raise Raises("a (n_k, 1) mask does not broadcast against (n_q, n_k) scores",
+                         expect=broadcast_error(scores.shape[-2], scores.shape[-1],
+                                                scores.dim() - 2))
         keep = (torch.arange(scores.shape[-2]).unsqueeze(-1) < _lens(scores, valid_lens))
         keep = keep.expand(scores.shape)
     elif "repeat-per-row" in kinds:

@@ -156,17 +156,23 @@ def qkv_aliased(p, results):
 
 @diagnosis("mask.fp16-overflow")
 def fp16_overflow(p, results):
-    failures = evd.precision_failures(p)
-    fp16 = [(mode, part, what) for mode, part, what in failures if mode.endswith("-float16")]
-    if not fp16:
+    """Only from an overflow itself: the exception of a constant that does not fit the dtype,
+    or an infinity made from finite operands, in a run that is finite in float32 (a dtype
+    mismatch or any other failure in low precision is no evidence of it)."""
+    overflows = [(mode, part, what) for mode, part, what, kind in evd.precision_failures(p)
+                 if kind == "overflow"]
+    if not overflows:
         return None
-    mode, part, what = fp16[0]
-    bf16 = any("bfloat16" in m and q == part for m, q, _ in failures)
-    also = (" and in bfloat16 too (a constant beyond bfloat16's range as well, such as "
-            "float32's minimum)" if bf16 else ", while bfloat16 is fine")
-    return (f"{part} under {mode} (masks with length 0): {what}, while float32 is fine{also}. "
-            "The mask constant does not fit in the low-precision dtype (float16's largest is "
-            "65504): fill with torch.finfo(scores.dtype).min.")
+    mode, part, what = overflows[0]
+    dtypes = {"bfloat16" if "bfloat16" in m else "float16" for m, _, _ in overflows}
+    where = ("in float16 and in bfloat16 (a constant beyond bfloat16's range as well, such as "
+             "float32's minimum)" if len(dtypes) == 2 else
+             "in bfloat16 only (a constant beyond bfloat16's range, such as float32's minimum; "
+             "float16 is fine)" if dtypes == {"bfloat16"} else
+             "in float16 (bfloat16 is fine)")
+    return (f"{part} under {mode} (masks with length 0): {what}, while float32 is fine; the "
+            f"mask constant overflows {where}. Fill with torch.finfo(scores.dtype).min, which "
+            "fits every dtype.")
 
 
 def _softmax_pairs(p):
@@ -205,11 +211,25 @@ def forces_float32(p, results):
                 f"{evd.dtype_not_kept(got, wanted)}: part of the "
                 "computation is forced to float32. Compute in the inputs' dtype (no .float(), "
                 "no dtype=torch.float32).")
+    mismatch = [(mode, part, what) for mode, part, what, kind in evd.precision_failures(p)
+                if kind == "dtype"]
+    if mismatch:
+        mode, part, what = mismatch[0]
+        return (f"{part} under {mode} {what}: a tensor in float32 (made without dtype=, or a "
+                "float32 constant) meets tensors in the inputs' dtype, so part of the "
+                "computation is forced to float32. Create helper tensors with "
+                "dtype=scores.dtype.")
     for what, actual, expected in _softmax_pairs(p):
         if _float32_detour(actual, expected):
             return (f"{what}: float64 inputs give results rounded to float32 (they differ from "
                     "the reference by about 1e-8, not 1e-15): part of the computation is forced "
                     "to float32. Compute in the inputs' dtype (no .float(), no dtype=torch.float32).")
+    detours = p.observations.get("float32_detour", [])
+    if detours:
+        return (f"float64 inputs give values right only to float32's precision ({len(detours)} "
+                f"results, e.g. {detours[0]}): part of the computation, or a constant in it "
+                "(a scale or a mask made as a float32 tensor), is in float32. Compute in the "
+                "inputs' dtype, and make constants with dtype=scores.dtype.")
     return None
 
 

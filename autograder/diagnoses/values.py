@@ -44,8 +44,8 @@ def _view_error(result) -> bool:
 
 def behaves_like(records, mistake) -> bool:
     """True if the student does what the mistake does on at least one case where the mistake
-    differs from the reference, and on every such case either does that (raises where it
-    raises, the same values where it returns) or the reference's thing: a mistake that shows
+    differs from the reference, and on every such case either does that (raises the mistake's
+    exception where it raises, the same values where it returns) or the reference's thing: a mistake that shows
     in some configurations only is still that mistake. A .view() that cannot take a
     non-contiguous input is no evidence either way."""
     telling = 0
@@ -58,6 +58,8 @@ def behaves_like(records, mistake) -> bool:
                 if _same(result.get("value"), expected) and not isinstance(e, m.Raises):
                     continue
                 return False
+            if not m.same_failure(e, result["raised"]):
+                return False        # it raises here, but not this mistake's exception
             telling += 1
             continue
         if "raised" in result:
@@ -183,10 +185,33 @@ register("module.self-attention-only",
          "forward projects the queries for the keys and values too, as if it were always "
          "self-attention. Use W_k on keys and W_v on values.",
          lambda p, r: forward_behaves_like(p, kv="self"))
+def _reached(grad) -> bool:
+    return type(grad) is torch.Tensor and bool(grad.abs().max() > 0)
+
+
+def _out_proj_gets_no_gradient(probe, results) -> bool:
+    """W_o gets no gradient (none, or exactly zero) where the reference's W_o gets one, while
+    the heads reach the output (W_v's gradient does): the output does not go through
+    self.W_o, e.g. an nn.Linear built inside forward, new and untrained on every call."""
+    telling = False
+    for observed in module_runs(probe):
+        for config, runs, student, ref in observed:
+            for s, r in zip(student["runs"], ref["runs"]):
+                mine, theirs = s.get("grads") or {}, r.get("grads") or {}
+                if not _reached(theirs.get("W_o.weight")) or not _reached(mine.get("W_v.weight")):
+                    continue
+                if _reached(mine.get("W_o.weight")):
+                    return False
+                telling = True
+    return telling
+
+
 register("module.missing-out-proj",
-         "forward returns the concatenated heads without applying the output projection W_o. "
-         "Return self.W_o(concat_heads(...)).",
-         lambda p, r: forward_behaves_like(p, out_proj=False))
+         "forward's output does not go through the output projection self.W_o: it returns the "
+         "concatenated heads, or applies another layer (e.g. an nn.Linear built inside forward, "
+         "new and untrained on every call), so W_o never acts and gets no gradient. Return "
+         "self.W_o(concat_heads(...)).",
+         lambda p, r: forward_behaves_like(p, out_proj=False) or _out_proj_gets_no_gradient(p, r))
 
 
 def _dropout_in_eval(probe, results):

@@ -628,6 +628,70 @@ def on_device(api, spec: dict) -> dict:
     return result
 
 
+class OverflowWatch(DispatchMode):
+    """Notes where a low-precision run makes an infinity out of finite operands (a constant
+    beyond the dtype's range: a -1e9 fill in float16, float32's minimum in bfloat16) and at
+    which operator an exception came out, so the grader can tell an overflow from any other
+    failure (a dtype mismatch, a shape error)."""
+
+    LIMIT = 8
+
+    def __init__(self):
+        super().__init__()
+        self.born: list[str] = []
+        self.raised_at = ""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__.split(".")[0]
+        watch = _len(self.born) < self.LIMIT and name not in VIEWS
+        # the operands are read before the call: an in-place operator writes into its own
+        finite_in = watch and not any(_infinite(x) for x in _flat([*args, *(kwargs or {}).values()]))
+        try:
+            out = func(*args, **(kwargs or {}))
+        except BaseException:
+            self.raised_at = self.raised_at or name
+            raise
+        if (finite_in and any(_infinite(t) for t in _flat([out]))) or \
+                (name in LIFTS and _len(self.born) < self.LIMIT
+                 and any(_infinite(t) for t in _flat(args))):
+            self.born.append(name)
+        return out
+
+
+#: The operators that bring a constant written in Python into the graph (``X[m] = -1e6``):
+#: torch has already converted it to the tensor's dtype, so an overflowed constant arrives
+#: infinite. The grader tells it from an infinite literal by the float32 run.
+LIFTS = frozenset({"lift_fresh", "lift", "lift_fresh_copy"})
+
+
+def _flat(items) -> list:
+    return [x for a in items for x in (a if _type(a) in (tuple, list) else (a,))]
+
+
+def _infinite(t) -> bool:
+    if _type(t) is float:
+        return t != t or t in (float("inf"), float("-inf"))
+    return _isinstance(t, _Tensor) and t.is_floating_point() and t.device.type != "meta" \
+        and bool((~torch.isfinite(t)).any())
+
+
+def _watched(run) -> dict:
+    """``_attempt(run)`` under an OverflowWatch: a value notes the operators that made an
+    infinity from finite operands, an exception the operator it came out of."""
+    watch = OverflowWatch()
+    result = _attempt(lambda: _run_watched(run, watch))
+    if "value" in result and watch.born:
+        result["value"]["overflowed"] = list(watch.born)
+    if "raised" in result:
+        result["raised"]["at"] = watch.raised_at
+    return result
+
+
+def _run_watched(run, watch):
+    with watch:
+        return run()
+
+
 def _finite(y) -> dict:
     y = plain(y, "the call")
     tensors = [t for t in (y if _type(y) is tuple else (y,)) if _type(t) is _Tensor]
@@ -659,7 +723,7 @@ def low_precision(api, spec: dict) -> dict:
     """The module and the masked functions under autocast and casts, lengths 0 included."""
     init, shapes = spec["init"], dict(spec["shapes"], d_model=spec["init"]["d_model"])
     device = spec.get("device", "cpu")
-    return {mode: {part: _attempt(lambda: _precision_part(api, part, mode, init, shapes, device))
+    return {mode: {part: _watched(lambda: _precision_part(api, part, mode, init, shapes, device))
                    for part in ("module", "masked_softmax", "attention_pool")}
             for mode in spec["modes"]}
 
@@ -716,7 +780,7 @@ def on_cuda(api, spec: dict) -> dict:
     return {"values": _attempt(lambda: _cuda_values(api, spec, device)),
             "sync": _attempt(lambda: {"ok": _cuda_forward(api, small, device, debug=True) >= 0}),
             "memory": _attempt(lambda: {"peak": _cuda_forward(api, spec["memory"], device)}),
-            "autocast": {mode: _attempt(lambda: _precision_part(api, "module", mode, spec["init"],
+            "autocast": {mode: _watched(lambda: _precision_part(api, "module", mode, spec["init"],
                                                                 shapes, device))
                          for mode in spec.get("autocast", ())}}
 

@@ -284,7 +284,8 @@ TRACED = record({"params": kind(int), "ops": mapping(kind(int)), "flops": kind(i
 UNTRACED = record({"params": kind(int)}, {"bad": kind(str), "raised": raised})
 DISPATCHED = attempt(record({"device": kind(str), "sync": sequence(kind(str)),
                              "foreign": sequence(kind(str))}))
-FINITE = attempt(record({"finite": kind(bool), "dtype": kind(str)}))
+FINITE = attempt(record({"finite": kind(bool), "dtype": kind(str)},
+                        {"overflowed": sequence(kind(str))}))
 
 
 def _trace(answer, kw):

@@ -1,0 +1,174 @@
+"""Fair marks on real code (issue 19): a code only from that mistake's own evidence, the
+mistakes that used to be missed, and no points lost by correct code written otherwise.
+
+The fixtures are the reference with a few changes each, kept as patches in fair_fixtures.py
+(their docstrings say which change) and written to a temporary folder; one grader serves
+the module.
+"""
+from __future__ import annotations
+
+import pytest
+
+from autograder.api import Grader
+from autograder.checks import evidence_device as evd
+from autograder.diagnoses import mutants as m
+
+import fair_fixtures
+
+MASK_CODES = {"mask.wrong-axis", "mask.ignores-valid-lens", "mask.zero-len-nan",
+              "mask.zero-len-uniform", "mask.after-softmax", "mask.fp16-overflow",
+              "mask.repeat-not-interleave"}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """graded(name) -> the Report of fixture ``name`` (seed 1, CPU), graded once."""
+    folder = tmp_path_factory.mktemp("fair")
+    grader = Grader(seed=1, device="cpu")
+    reports = {}
+
+    def run(name):
+        if name not in reports:
+            reports[name] = grader.grade(fair_fixtures.write(name, folder))
+        return reports[name]
+    yield run
+    grader.close()
+
+
+def codes(report) -> set[str]:
+    return {d.code for d in report.diagnoses}
+
+
+def by_name(report) -> dict:
+    return {r.name: r for r in report.results}
+
+
+def lost(report) -> set[str]:
+    return {r.name for r in report.results if r.status.value in ("failed", "error")}
+
+
+CORRECT = sorted(n for n, c in fair_fixtures.EXPECTED.items() if not c)
+WRONG = sorted(n for n, c in fair_fixtures.EXPECTED.items() if c)
+
+
+@pytest.mark.parametrize("name", [n for n in CORRECT if n.startswith("correct_")])
+def test_correct_code_written_otherwise_gets_100_and_no_code(graded, name):
+    """Is correct code (float64 inside under autocast, the output projection as an einsum or
+    a sum over heads, the key bias left out, dropout per head in a plain list with its own
+    train()) given every point, with no diagnosis?"""
+    report = graded(name)
+    assert report.score == pytest.approx(100.0), sorted(lost(report))
+    assert not report.diagnoses, sorted(codes(report))
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_each_mistake_gets_its_own_code_and_no_other(graded, name):
+    """Does each fixture get exactly the codes of its mistakes, and lose points?"""
+    report = graded(name)
+    assert codes(report) == fair_fixtures.EXPECTED[name]
+    assert report.score < 100
+
+
+@pytest.mark.parametrize("name", fair_fixtures.RAISE_ON_MASKS)
+def test_code_that_raises_on_every_masked_call_gets_no_mask_code(graded, name):
+    """Does code whose masked calls all raise (a float mask given to masked_fill, .item() on
+    the lengths) lose the masked checks without being named a masking mistake it does not
+    show (an exception is a mistake's only when it is that mistake's exception)?"""
+    report = graded(name)
+    assert by_name(report)["masked_softmax.masked"].status.value == "error"
+    assert not codes(report) & MASK_CODES, sorted(codes(report))
+
+
+def test_a_dtype_mismatch_is_not_an_overflow(graded):
+    """Is a float32 penalty meeting float16 scores (a dtype mismatch at the matmul) charged as
+    dtype.forces-float32, never mask.fp16-overflow, with a check hint that says the same?"""
+    report = graded("mask_float32_penalty")
+    assert codes(report) == {"dtype.forces-float32"}
+    feedback = by_name(report)["precision.autocast"].feedback
+    assert "expected scalar type Float but found Half" in feedback
+    assert "dtype=scores.dtype" in feedback and "-1e9" not in feedback
+
+
+def test_a_float32_scale_is_named_where_the_precision_check_charges_it(graded):
+    """Where precision.autocast says the values are right only to float32's precision (a 0-dim
+    float32 scale), does dtype.forces-float32 name it too?"""
+    report = graded("scale_float32_scalar")
+    assert "right only to float32's precision" in by_name(report)["precision.autocast"].feedback
+    assert lost(report) == {"precision.autocast"}
+    assert codes(report) == {"dtype.forces-float32"}
+
+
+def test_a_fill_that_overflows_bfloat16_only_is_an_overflow(graded):
+    """Is float32's minimum as the fill outside float16 (it overflows bfloat16 only) named
+    mask.fp16-overflow, saying bfloat16?"""
+    report = graded("fill_float32_min_bf16")
+    message = next(d.message for d in report.diagnoses if d.code == "mask.fp16-overflow")
+    assert "bfloat16 only" in message
+    assert lost(report) == {"precision.autocast"}
+
+
+def test_an_infinite_fill_in_float16_is_an_overflow_and_bfloat16_is_fine(graded):
+    """Is a -1e9 torch.where fill (an infinity made from finite operands, no exception)
+    named mask.fp16-overflow for float16 alone?"""
+    report = graded("where_minus_1e9")
+    message = next(d.message for d in report.diagnoses if d.code == "mask.fp16-overflow")
+    assert "bfloat16 is fine" in message and "overflowed to infinity" in message
+
+
+@pytest.mark.parametrize("name", ["fresh_out_proj", "fresh_out_proj_copied"])
+def test_an_output_projection_built_in_forward_is_a_missing_out_proj(graded, name):
+    """Is an nn.Linear built inside forward (fresh weights, or W_o's values copied) named
+    module.missing-out-proj from W_o's missing gradient, and never dropout-in-eval for the
+    randomness of fresh weights?"""
+    report = graded(name)
+    assert codes(report) == {"module.missing-out-proj"}
+    assert "W_o.weight gets exactly zero gradient" in by_name(report)["MultiHeadAttention.distinct"].feedback
+
+
+def test_a_head_count_checked_on_d_model_fails_the_raises_check(graded):
+    """Does a constructor that checks num_heads against d_model lose MultiHeadAttention.raises,
+    saying that MultiHeadAttention(10, 4, d_total=12) is valid?"""
+    report = graded("heads_checked_on_d_model")
+    assert "MultiHeadAttention.raises" in lost(report)
+    assert "d_model=10, num_heads=4, d_total=12" in by_name(report)["MultiHeadAttention.raises"].feedback
+
+
+def test_the_reference_is_not_refused_a_valid_configuration(graded):
+    """Does the reference build MultiHeadAttention(10, 4, d_total=12), the valid case?"""
+    from solutions import MultiHeadAttention
+    assert MultiHeadAttention(10, 4, d_total=12).W_q.weight.shape == (12, 10)
+
+
+def test_failure_kinds_are_read_from_the_exception_and_the_operators():
+    """Are the low-precision failures told apart: the overflow exception, an infinity made
+    from finite operands, a constant lifted infinite only where float32 lifted none, a dtype
+    mismatch, and NaN without any overflow?"""
+    finite32 = {"value": {"finite": True, "dtype": "float32"}}
+    raised = lambda msg: {"raised": {"type": "RuntimeError", "message": msg}}  # noqa: E731
+    assert evd.failure_kind(raised("value cannot be converted to type c10::Half without "
+                                   "overflow"), finite32) == "overflow"
+    assert evd.failure_kind(raised("expected scalar type Float but found Half"), finite32) == "dtype"
+    assert evd.failure_kind(raised("expected m1 and m2 to have the same dtype, but got: float "
+                                   "!= c10::Half"), finite32) == "dtype"
+    nan = {"value": {"finite": False, "dtype": "float16"}}
+    assert evd.failure_kind(nan, finite32) == "non-finite"
+    lifted = {"value": {"finite": False, "dtype": "float16", "overflowed": ["lift_fresh"]}}
+    assert evd.failure_kind(lifted, finite32) == "overflow"
+    literal = {"value": {"finite": True, "dtype": "float32", "overflowed": ["lift_fresh"]}}
+    assert evd.failure_kind(lifted, literal) == "non-finite"
+
+
+def test_a_simulated_exception_counts_only_as_that_mistakes_exception():
+    """Does the wrong-axis mask's broadcast error match only a broadcast error of n_q against
+    n_k at the query axis, and a simulation's other exceptions only the same kind?"""
+    expect = m.broadcast_error(4, 5, 2)
+    wrong_axis = "The size of tensor a (5) must match the size of tensor b (4) at non-singleton dimension 2"
+    assert expect({"type": "RuntimeError", "message": wrong_axis})
+    assert not expect({"type": "RuntimeError", "message": wrong_axis.replace("(4)", "(3)")})
+    assert not expect({"type": "RuntimeError", "message": "masked_fill_ only supports boolean "
+                                                          "masks, but got mask with dtype float"})
+    view = RuntimeError("view size is not compatible with input tensor's size and stride")
+    assert m.same_failure(view, {"type": "RuntimeError", "message": str(view)})
+    assert not m.same_failure(view, {"type": "TypeError", "message": "unsupported operand"})
+    assert not m.same_failure(view, {"type": "RuntimeError", "message": "a Tensor with 2 "
+                                     "elements cannot be converted to Scalar"})
