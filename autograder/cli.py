@@ -225,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gradescope: what the bundle's rubric does with a check that cannot run "
                         "there (device.cuda: Gradescope has no GPU); award (default) keeps every "
                         "score a whole number")
+    k.add_argument("--questions", choices=("exclude", "include"), default="exclude",
+                   help="gradescope: the notebook's numeric questions (section 7): exclude "
+                        "(default) leaves them out, so a mha.py and a mha.ipynb upload are both "
+                        "graded out of the code's points; include asks them of every upload (a "
+                        "mha.py is reported as not answering them, 0 of their points)")
     k.add_argument("--no-pin-check", action="store_true",
                    help="gradescope: do not ask the package index whether the pins resolve for "
                         "Python 3.10 and 3.12 (Ubuntu 22.04 and 24.04)")

@@ -178,7 +178,7 @@ def package(args) -> int:
     try:
         if args.target == "gradescope":
             built = bundles.gradescope(args.output, rubric=args.rubric, skipped=args.skipped,
-                                       check_pins=not args.no_pin_check)
+                                       questions=args.questions, check_pins=not args.no_pin_check)
         else:
             built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
     except bundles.PackageError as e:

@@ -65,7 +65,11 @@ class PackageError(Exception):
     """The bundle cannot be made; the message says what to fix."""
 
 
-def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool = True) -> dict:
+QUESTION_CHOICES = ("exclude", "include")   #: ``package gradescope --questions``
+
+
+def gradescope(output, rubric=None, *, skipped: str = "award", questions: str = "exclude",
+               check_pins: bool = True) -> dict:
     """Write Gradescope's autograder zip; returns {"path", "max_score", "files", "pins"}.
 
     ``skipped``: the bundled rubric's policy for a check that cannot run there (Gradescope
@@ -73,7 +77,11 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
     and the student's overview says how it was handled. ``check_pins``: ask the package
     index (PyPI) whether each pin has a wheel for the Python of every :data:`TARGETS` image,
     and pin an older version, under a marker, for a Python the installed one does not
-    support; ``pins`` says what was found."""
+    support; ``pins`` says what was found. ``questions``: the notebook's numeric questions
+    (section 7) "exclude"d from the bundle's rubric (0 points: a .py and a notebook are both
+    graded out of the code's points) or "include"d for every upload (a .py is reported as
+    not answering them, 0 of their points): either way the stated ``max_score`` is what
+    every upload is graded out of (:func:`with_questions`)."""
     chosen = _rubric(rubric)
     files = {name: _require(GRADESCOPE / name).read_bytes() for name in SCRIPTS}
     for package in SOURCES:
@@ -81,8 +89,10 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
             if path.is_file() and path.suffix in (".py", ".toml", ".json") \
                     and "__pycache__" not in path.parts:    # .json: released_cells.json
                 files[path.relative_to(PROJECT).as_posix()] = path.read_bytes()
-    files["autograder/rubric.toml"] = with_skipped_policy(
-        Path(chosen.path).read_text(encoding="utf-8"), skipped).encode()
+    text = with_questions(with_skipped_policy(Path(chosen.path).read_text(encoding="utf-8"),
+                                              skipped), questions)
+    files["autograder/rubric.toml"] = text.encode()
+    bundled = _rubric_of(text)
     unconditional = [d for d in _dependencies() if ";" not in d]     # tomli: TOMLI below
     pins = [f"{_name(d)}=={_installed(_name(d))}" for d in unconditional]
     lines, said = (resolve_for_targets(pins) if check_pins
@@ -102,7 +112,7 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, files[name])
     output.write_bytes(buffer.getvalue())
-    return {"path": str(output), "max_score": _total(chosen), "files": sorted(files), "pins": said}
+    return {"path": str(output), "max_score": _total(bundled), "files": sorted(files), "pins": said}
 
 
 def with_skipped_policy(text: str, skipped: str) -> str:
@@ -116,6 +126,27 @@ def with_skipped_policy(text: str, skipped: str) -> str:
         text = re.sub(r"(?m)^\[policy\]\s*$", "[policy]\n" + line, text, count=1)
     else:
         text = f"[policy]\n{line}\n\n" + text
+    scoring.tomllib.loads(text)          # still a rubric
+    return text
+
+
+def with_questions(text: str, questions: str) -> str:
+    """The rubric's TOML with the numeric questions "exclude"d (each question check's points
+    set to 0) or "include"d for every upload (``[policy] questions = "every"``)."""
+    if questions not in QUESTION_CHOICES:
+        raise PackageError(f"questions must be one of {', '.join(QUESTION_CHOICES)}, "
+                           f"not {questions!r}")
+    if questions == "include":
+        line = 'questions = "every"   # set by `package gradescope --questions include`'
+        if re.search(r"(?m)^questions\s*=", text):
+            text = re.sub(r"(?m)^questions\s*=.*$", line, text, count=1)
+        else:
+            text = re.sub(r"(?m)^\[policy\]\s*$", "[policy]\n" + line, text, count=1)
+    else:
+        for name, check in registry.load_all().items():
+            if check.group == "questions":
+                text = re.sub(rf'(?m)^"{re.escape(name)}"\s*=.*$', f'"{name}" = 0   # set by '
+                              "`package gradescope --questions exclude`", text)
     scoring.tomllib.loads(text)          # still a rubric
     return text
 
@@ -339,10 +370,22 @@ def _rubric(path) -> scoring.Rubric:
         raise PackageError(str(e)) from None
 
 
+def _rubric_of(text: str) -> scoring.Rubric:
+    """The rubric a TOML text says, read as the grader reads its file."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rubric.toml"
+        path.write_text(text, encoding="utf-8")
+        return _rubric(path)
+
+
 def _total(rubric: scoring.Rubric) -> float:
-    """The points of a mha.py upload: the numeric questions are asked of notebooks only."""
-    return round(sum(rubric.points[c] for c, check in registry.load_all().items()
-                     if rubric.enabled(c) and check.group != "questions"), 4)
+    """The points every upload is graded out of: with ``policy.questions`` "notebook", a
+    mha.py upload is not asked the numeric questions, so they must be 0 (excluded) for the
+    total to hold for a notebook too; with "every", they count for both."""
+    return round(sum(rubric.points.get(c, 0) for c, check in registry.load_all().items()
+                     if rubric.enabled(c) and (check.group != "questions"
+                                               or rubric.questions == "every")), 4)
 
 
 def _dependencies() -> list[str]:

@@ -14,6 +14,10 @@ else:                                   # pragma: no cover
 
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 POLICIES = ("rescale", "award", "withhold")
+#: who is asked the notebook's numeric questions: "notebook" (a .py upload is graded out of
+#: the other checks' points) or "every" (a .py upload is reported as not answering them, 0
+#: points, so every upload is graded out of the same total)
+QUESTIONS = ("notebook", "every")
 
 
 class RubricError(Exception):
@@ -28,6 +32,7 @@ class Rubric:
     #: a part's mistake charged once, at its own checks: what is built on it is graded
     #: again with the reference's part in its place (``carry``)
     carry_forward: bool = True
+    questions: str = "notebook"                    #: one of QUESTIONS
     path: str = str(DEFAULT_RUBRIC)
 
     def enabled(self, name: str) -> bool:
@@ -62,9 +67,13 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
     carry_forward = policy.get("carry_forward", True)
     if not isinstance(carry_forward, bool):
         raise RubricError(f"the rubric {path}: policy.carry_forward must be true or false")
+    questions = policy.get("questions", "notebook")
+    if questions not in QUESTIONS:
+        raise RubricError(f"the rubric {path}: policy.questions must be one of "
+                          f"{', '.join(QUESTIONS)}")
     return Rubric(points=points, skipped=skipped,
                   forbidden_voids_group=policy.get("forbidden_voids_group") or None,
-                  carry_forward=carry_forward, path=str(path))
+                  carry_forward=carry_forward, questions=questions, path=str(path))
 
 
 def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
