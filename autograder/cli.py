@@ -235,10 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "Python 3.10 and 3.12 (Ubuntu 22.04 and 24.04)")
     k.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
 
-    v = command("variant", "write a student's released notebook, with their own numbers")
-    v.add_argument("student", metavar="STUDENT", help="the student's id (as nbgrader knows it)")
+    v = command("variant", "write students' released notebooks, each with their own numbers")
+    v.add_argument("student", metavar="STUDENT", nargs="*",
+                   help="a student's id (as nbgrader knows it); several: one folder each")
+    v.add_argument("--students", metavar="FILE",
+                   help="a file of student ids, one a line (a CSV's first column; # comments): "
+                        "every student's notebook in one run, DIR/<id>/mha.ipynb")
     v.add_argument("--output", required=True, metavar="DIR",
-                   help="folder to write mha.ipynb into")
+                   help="folder to write mha.ipynb into (one student), or one folder per "
+                        "student into (several, or --students)")
     _student(v, one=False)
     return parser
 
