@@ -220,11 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="student: the kit to hand out (notebook, stub, public tests); gradescope: "
                         "the zip to upload; classroom: the template repository (the kit plus a workflow)")
     k.add_argument("--output", required=True, metavar="PATH",
-                   help="gradescope: the zip to write; student, classroom: a new folder")
+                   help="gradescope: the zip to write; student, classroom: a new or empty "
+                        "folder (--force replaces one in use)")
     k.add_argument("--skipped", choices=("award", "withhold", "rescale"), default="award",
                    help="gradescope: what the bundle's rubric does with a check that cannot run "
                         "there (device.cuda: Gradescope has no GPU); award (default) keeps every "
                         "score a whole number")
+    k.add_argument("--force", action="store_true",
+                   help="student, classroom: replace a folder that is not empty (the new one is "
+                        "written beside it first, then put in its place)")
     k.add_argument("--questions", choices=("exclude", "include"), default="exclude",
                    help="gradescope: the notebook's numeric questions (section 7): exclude "
                         "(default) leaves them out, so a mha.py and a mha.ipynb upload are both "

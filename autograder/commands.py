@@ -208,13 +208,16 @@ def purpose(doc: str) -> str:
 
 
 def package(args) -> int:
+    if importlib.util.find_spec("nbformat") is None:   # asked before the import, as for variant
+        raise UsageError("package needs nbformat: python -m pip install nbformat")
     from . import package as bundles
     try:
         if args.target == "gradescope":
             built = bundles.gradescope(args.output, rubric=args.rubric, skipped=args.skipped,
                                        questions=args.questions, check_pins=not args.no_pin_check)
         else:
-            built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
+            built = getattr(bundles, args.target)(args.output, rubric=args.rubric,
+                                                  force=args.force)
     except bundles.PackageError as e:
         raise UsageError(str(e)) from None
     if args.target == "gradescope":

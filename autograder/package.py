@@ -27,11 +27,14 @@ Both read the sources of a checkout of this project, not an installed copy.
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import stat
+import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -53,6 +56,14 @@ BEGIN_SCHEME, END_SCHEME = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 SOURCES = ("autograder", "solutions")
 SCRIPTS = ("setup.sh", "run_autograder")
 CLASSROOM_NEEDS = ("torch", "numpy", "pytest")     #: what the public tests import
+#: what the kit's notebook needs besides: Jupyter to open it, matplotlib for its heads figure
+KIT_NEEDS = CLASSROOM_NEEDS + ("notebook", "matplotlib")
+#: the Pythons a student's requirements.txt must install on
+KIT_PYTHONS = ("3.10", "3.11", "3.12")
+#: the oldest version that serves, for a Python the installed version does not support, and
+#: for the notebook's needs where they are not installed here (pyproject.toml's dependencies
+#: are read from there); what the public tests import must be installed, to be pinned
+KIT_FLOORS = {"pytest": "7.4", "notebook": "7", "matplotlib": "3.7"}
 TOMLI = 'tomli>=2; python_version < "3.11"\n'   #: scoring.py reads the rubric with it there
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)    #: fixed, so the same sources give the same zip
 #: what only the grader has: solution regions, the reference, the hidden suite, the rubric
@@ -231,30 +242,78 @@ def _pip_dry_run(pins, python: str, pip) -> tuple[bool | None, str]:
     return None, text
 
 
-def student(output, rubric=None) -> dict:
+def student(output, rubric=None, *, force: bool = False) -> dict:
     """Write the student kit: the released notebook, the stub, the public tests, a README
     and the requirements; returns {"path", "files", "points"}. It holds no reference code,
-    no hidden test and no rubric: :func:`hidden_code_in` refuses to write one that does."""
+    no hidden test and no rubric: :func:`hidden_code_in` refuses to write one that does.
+    Everything it needs is checked before anything is written, and the folder is written
+    whole or not at all (:func:`_whole_folder`); ``force`` replaces a folder in use."""
     chosen = _rubric(rubric)
-    output = _new_folder(output)
+    needs = _kit_needs()
+    with _whole_folder(output, force) as folder:
+        points = _write_kit(folder, chosen, needs)
+    output = Path(output)
+    return {"path": str(output), "files": sorted(p.relative_to(output).as_posix()
+                                                 for p in output.rglob("*") if p.is_file()),
+            "points": points}
+
+
+def _kit_needs() -> dict:
+    """What the kit is made from, checked before anything is written: the build's outputs,
+    the kit's README, the pins of its requirements (their packages installed here) and the
+    rubric's public points; a PackageError says what is missing."""
     sources = [STUB / "mha.py", STUB / "test_public.py", NOTEBOOK]
     for path in sources:
         if not path.is_file():
             raise PackageError(f"{path} is missing: run `python -m assignments.build` first")
-    points = public_points(STUB / "test_public.py", chosen)
-    output.mkdir(parents=True, exist_ok=True)
-    for path in sources[:2]:
-        shutil.copy2(path, output / path.name)
+    _require(KIT / "README.md")
+    text = requirements(KIT_NEEDS, install_note=(
+        "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have); "
+        "notebook opens mha.ipynb, matplotlib draws its figure of your heads."))
     released = release_notebook(nbformat.read(str(NOTEBOOK), as_version=4))
-    (output / NOTEBOOK.name).write_text(nbformat.writes(released) + "\n", encoding="utf-8")
-    shutil.copy2(_require(KIT / "README.md"), output / "README.md")
-    (output / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
-        "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have).")),
-        encoding="utf-8")
-    _refuse_leaks(output, "the kit")
-    return {"path": str(output), "files": sorted(p.relative_to(output).as_posix()
-                                                 for p in output.rglob("*") if p.is_file()),
-            "points": points}
+    return {"sources": sources[:2], "requirements": text,
+            "notebook": nbformat.writes(released) + "\n"}
+
+
+def _write_kit(folder: Path, chosen: scoring.Rubric, needs: dict) -> dict:
+    points = public_points(STUB / "test_public.py", chosen)
+    for path in needs["sources"]:
+        shutil.copy2(path, folder / path.name)
+    (folder / NOTEBOOK.name).write_text(needs["notebook"], encoding="utf-8")
+    shutil.copy2(KIT / "README.md", folder / "README.md")
+    (folder / "requirements.txt").write_text(needs["requirements"], encoding="utf-8")
+    _refuse_leaks(folder, "the kit")
+    return points
+
+
+@contextlib.contextmanager
+def _whole_folder(output, force: bool):
+    """A new folder beside ``output`` to write into; once the block ends without an error it
+    is renamed to ``output`` (a folder in use moved aside first, only with ``force``), else
+    removed: ``output`` is never left half-written."""
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise PackageError(f"{output} exists and is not a folder; choose a new one")
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise PackageError(f"{output} exists and is not an empty folder; choose a new one, "
+                           "or pass --force to replace it")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
+    umask = os.umask(0)
+    os.umask(umask)
+    temp.chmod(0o777 & ~umask)                 # mkdtemp's 0700 would hide the kit
+    try:
+        yield temp
+        old = None
+        if output.is_dir():
+            old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
+            os.replace(output, old / "folder")
+        os.replace(temp, output)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def release_notebook(nb):
@@ -294,35 +353,28 @@ def _clear_region(source: str, begin: str, end: str, stub) -> str:
     return "\n".join(kept)
 
 
-def classroom(output, rubric=None) -> dict:
+def classroom(output, rubric=None, *, force: bool = False) -> dict:
     """Write the GitHub Classroom template repository, built from the student kit plus the
-    workflow; returns {"path", "max_score", "points"}."""
-    output = _new_folder(output)
+    workflow; returns {"path", "max_score", "points"}. Written whole or not at all."""
     _require(CLASSROOM / ".github" / "workflows" / "classroom.yml")
-    kit = student(output, rubric)
-    points = kit["points"]
-    shutil.copytree(CLASSROOM, output, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    extras = output / ".github" / "classroom"
-    (extras / "points.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
-    (extras / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
-        "The workflow installs torch first, from https://download.pytorch.org/whl/cpu.")),
-        encoding="utf-8")
-    _refuse_leaks(output, "the template")
+    chosen = _rubric(rubric)
+    needs = _kit_needs()
+    workflow_requirements = requirements(CLASSROOM_NEEDS, install_note=(
+        "The workflow installs torch first, from https://download.pytorch.org/whl/cpu."))
+    with _whole_folder(output, force) as folder:
+        points = _write_kit(folder, chosen, needs)
+        shutil.copytree(CLASSROOM, folder, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        extras = folder / ".github" / "classroom"
+        (extras / "points.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
+        (extras / "requirements.txt").write_text(workflow_requirements, encoding="utf-8")
+        _refuse_leaks(folder, "the template")
     return {"path": str(output), "max_score": sum(points.values()), "points": points}
-
-
-def _new_folder(output) -> Path:
-    output = Path(output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise PackageError(f"{output} exists and is not an empty folder; choose a new one")
-    return output
 
 
 def _refuse_leaks(output: Path, what: str) -> None:
     leaks = hidden_code_in(output)
-    if leaks:
-        shutil.rmtree(output)
+    if leaks:                   # _whole_folder removes what was written
         raise PackageError(f"{what} would give students grader-only code: " + "; ".join(leaks))
 
 
@@ -340,13 +392,61 @@ def public_points(tests: Path, rubric: scoring.Rubric) -> dict[str, float]:
     return {name: per_api.get(name.removeprefix("test_"), 0.0) for name in names}
 
 
-def requirements(names, *, install_note: str) -> str:
-    """``names`` pinned to the versions installed here. torch is pinned without its local
-    label (``+cpu``), so that the CPU wheel index and PyPI both satisfy the pin."""
-    lines = [f"{name}=={_installed(name)}" for name in names]
-    header = (f"# Pinned by `python -m autograder package` from the grader's environment.\n"
-              f"# {install_note}\n")
+def requirements(names, *, install_note: str, pythons=KIT_PYTHONS) -> str:
+    """``names`` pinned to the versions installed here, for every Python of ``pythons``.
+    torch is pinned without its local label (``+cpu``), so that the CPU wheel index and PyPI
+    both satisfy the pin. A version whose ``Requires-Python`` leaves out some of ``pythons``
+    (numpy 2.4 needs 3.11) is pinned under a marker for the others, and those get a range:
+    the oldest version that serves (pyproject.toml's floor, or :data:`KIT_FLOORS`) up to,
+    not including, the installed minor version."""
+    floors = {_name(d): _floor(d) for d in _dependencies()} | KIT_FLOORS
+    lines = []
+    for name in names:
+        if name not in CLASSROOM_NEEDS and not _is_installed(name):   # nothing to pin: a range
+            lines.append(f"{name}>={KIT_FLOORS[name]}")
+            continue
+        version = _installed(name)
+        left_out = [v for v in pythons if not _supports(_requires_python(name), v)]
+        if not left_out:
+            lines.append(f"{name}=={version}")
+            continue
+        below = ".".join(version.split(".")[:2])
+        floor = f">={floors[name]}," if floors.get(name) else ""
+        lines.append(f"{name}=={version}; " + " and ".join(f'python_version != "{v}"' for v in left_out))
+        lines += [f'{name}{floor}<{below}; python_version == "{v}"' for v in left_out]
+    header = (f"# Pinned by `python -m autograder package` from the grader's environment,\n"
+              f"# for Python {', '.join(pythons)}.\n# {install_note}\n")
     return header + "\n".join(lines) + "\n"
+
+
+def _requires_python(name: str) -> str:
+    try:
+        return metadata.metadata(name).get("Requires-Python") or ""
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _supports(specifier: str, python: str) -> bool:
+    """Does a ``Requires-Python`` specifier (">=3.11", ">=3.9,<3.13", "!=3.10.*") admit
+    ``python`` ("3.10")? Each clause is compared on major.minor."""
+    version = tuple(int(x) for x in python.split("."))
+    for clause in filter(None, (c.strip() for c in specifier.split(","))):
+        match = re.fullmatch(r"(>=|<=|==|!=|>|<|~=)\s*(\d+)(?:\.(\d+))?[.\d*]*", clause)
+        if not match:
+            continue                    # a form we do not read: assume it admits
+        op, major, minor = match.group(1), int(match.group(2)), int(match.group(3) or 0)
+        bound = (major, minor)
+        ok = {">=": version >= bound, "~=": version >= bound, ">": version >= bound,
+              "<=": version <= bound, "<": version < bound, "==": version == bound,
+              "!=": version != bound}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _floor(requirement: str) -> str | None:
+    match = re.search(r">=\s*([\d.]+)", requirement.split(";")[0])
+    return match.group(1) if match else None
 
 
 def hidden_code_in(folder) -> list[str]:
@@ -396,6 +496,14 @@ def _dependencies() -> list[str]:
 
 def _name(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0]
+
+
+def _is_installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def _installed(name: str) -> str:
