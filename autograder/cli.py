@@ -19,6 +19,7 @@ from .errors import (EXIT_GRADER, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE_CLOSED, E
 __all__ = ["EXIT_GRADER", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "version"]
 
 PROG = "python -m autograder"
+NAME = "mha-autograder"         #: the program's name, as pyproject.toml and --version say it
 DEVICES = ("auto", "cpu", "cuda")
 
 EXAMPLES = {
@@ -116,7 +117,7 @@ def version(pyproject: Path = PYPROJECT) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Grade multi-head attention submissions against "
                      "the reference, each run isolated in a sandbox.", epilog=EXAMPLES[None])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+    parser.add_argument("--version", action="version", version=f"{NAME} {version()}",
                         help="print the autograder's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="COMMAND")

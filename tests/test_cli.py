@@ -41,11 +41,13 @@ def no_zygote(monkeypatch):
 # --- --version ---------------------------------------------------------------------------
 
 def test_version_is_the_projects():
-    """Does `python -m autograder --version` print the version pyproject.toml declares, exit 0?"""
+    """Does `python -m autograder --version` print the program's name and the version
+    pyproject.toml declares (not the command typed), exit 0?"""
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
     done = run("--version")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"python -m autograder {declared}"
+    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    assert done.stdout.strip() == f"{name} {declared}" == f"mha-autograder {declared}"
 
 
 def test_version_without_a_checkout(monkeypatch, tmp_path):
