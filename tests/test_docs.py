@@ -64,3 +64,36 @@ def test_readme_points_at_the_projects_docs():
     for target in re.findall(r"\]\(([^)#]+)", readme):
         if "://" not in target:
             assert (ROOT / target).exists(), target
+
+
+def test_readme_states_the_notebooks_true_points():
+    """Does the README's nbgrader "Points" paragraph give the numbers the source notebook
+    holds: public cells and their points, hidden cells and theirs, the written questions?"""
+    import nbformat
+    nb = nbformat.read(ROOT / "assignments" / "source" / "mha" / "mha.ipynb", as_version=4)
+    cells = [c.metadata["nbgrader"] for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade") or c.metadata.get("nbgrader", {}).get("task")]
+    public = [m["points"] for m in cells if m["grade_id"].startswith("test_")]
+    hidden = {m["grade_id"]: m["points"] for m in cells if m["grade_id"].startswith("hidden_")}
+    written = [m["points"] for m in cells if m.get("task")]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = " ".join(readme[readme.index("**Points.** Each part"):].split("\n\n")[0].split())
+    assert f"{len(public)} public cells, {sum(public):g} points in all" in paragraph
+    assert f"{len(hidden)} hidden cells, {sum(hidden.values()):g} points" in paragraph
+    for name, points in hidden.items():
+        assert f"`{name}`" in paragraph and f"{points:g})" in paragraph, name
+    assert f"The {len(public) + len(hidden)} autograded cells" in paragraph
+    assert sum(public) + sum(hidden.values()) == 104
+    assert f"{len(written)} × {written[0]:g}" in paragraph.replace("three", "3")
+    assert f"({sum(public) + sum(hidden.values()) + sum(written):g} in nbgrader's export)" in paragraph
+
+
+def test_readme_documents_archive_uploads_in_the_grade_section():
+    """Does the README's SUBMISSION paragraph say that archives are graded, naming every
+    kind autograder/archives.py reads?"""
+    from autograder import archives
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = readme[readme.index("SUBMISSION is a"):].split("\n\n")[0]
+    for suffix in (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"):
+        assert suffix in archives.SUFFIXES and f"`{suffix}`" in paragraph.replace("/", "` `"), suffix
+    assert "64 MiB" in paragraph and f"{archives.MAX_ENTRIES:,} entries" in paragraph
