@@ -130,10 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("submission", metavar="SUBMISSION",
                    help="a .py module, an .ipynb notebook (its graded cells) or a folder "
                         "holding one (mha.py or mha.ipynb, else its only .py or .ipynb)")
-    g.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text",
-                   help="text: a table for a terminal (default); json: the result object of "
-                        "docs/contract.md; gradescope: Gradescope's results.json; junit: "
-                        "JUnit XML for CI")
+    from .writers import HELP as FORMATS         # the writers' registry
+    g.add_argument("--format", choices=tuple(FORMATS), default="text",
+                   help="; ".join(f"{name}: {text}" for name, text in FORMATS.items()))
     g.add_argument("--output", metavar="FILE",
                    help="write the report to FILE (whole or not at all) instead of stdout")
     _common(g)
