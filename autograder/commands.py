@@ -112,10 +112,9 @@ def variant(args) -> int:
 def _student_list(path) -> list[str]:
     """The ids of a roster file: one a line (a CSV's first column), blank lines and lines
     starting with # left out."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"cannot read the student list {path}: {e}") from None
+    if not Path(path).is_file():
+        raise UsageError(f"the student list {path} is not a file")
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     return [line.split(",")[0].strip() for line in lines
             if line.strip() and not line.lstrip().startswith("#")]
 

@@ -97,3 +97,40 @@ def test_readme_documents_archive_uploads_in_the_grade_section():
     for suffix in (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"):
         assert suffix in archives.SUFFIXES and f"`{suffix}`" in paragraph.replace("/", "` `"), suffix
     assert "64 MiB" in paragraph and f"{archives.MAX_ENTRIES:,} entries" in paragraph
+
+
+def test_extending_names_only_files_and_names_that_exist():
+    """Does docs/extending.md cover the four extension points, and does every repository
+    file it names exist, and every `module.NAME` it names exist in that module?"""
+    import importlib
+    text = (DOCS / "extending.md").read_text(encoding="utf-8")
+    for heading in ("## A check", "## A mistake code", "## A probe", "## An output format"):
+        assert heading in text
+    paths = set(re.findall(r"`((?:autograder|assignments|tests|docs)/[\w/.]+\.(?:py|toml|md|json|ipynb))", text))
+    assert len(paths) >= 20
+    assert [p for p in sorted(paths) if not (ROOT / p).is_file()] == []
+    named = {"checks.MODULES": "autograder.checks", "checks.load_all": "autograder.checks",
+             "checks.KINDS": "autograder.checks", "checks.INSTRUMENTS": "autograder.checks",
+             "submission.API": "autograder.submission"}
+    for dotted, module in named.items():
+        assert f"`{dotted}`" in text or dotted in text
+        assert hasattr(importlib.import_module(module), dotted.split(".")[1]), dotted
+    for module, names in {"autograder.writers": ("MODULES",), "autograder.sandbox.probes": ("PROBES",),
+                          "autograder.sandbox.results": ("FORMS",), "autograder.api": ("CARRIED_PROBES",),
+                          "autograder.parts": ("AREAS",),
+                          "autograder.diagnoses.values": ("register", "function_or_forward"),
+                          "autograder.diagnoses.compose": ("MODULE", "_function_candidates"),
+                          "autograder.diagnoses": ("diagnosis",)}.items():
+        for name in names:
+            assert re.search(rf"`@?{name}[`(]", text), name
+            assert hasattr(importlib.import_module(module), name), name
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    import mistakes
+    assert "`MISTAKES`" in text and "`ALSO_ALLOWED`" in text and mistakes.ALSO_ALLOWED
+    tests = {"tests/test_core.py": ("test_default_rubric_totals_100", "test_reference_gets_full_marks",
+                                    "test_mistake_is_diagnosed_with_its_code"),
+             "tests/test_cli.py": ("test_format_choices_come_from_the_writers_registry",)}
+    for path, functions in tests.items():
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert all(f"def {f}(" in source and f in text for f in functions)
