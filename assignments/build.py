@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import functools
 import inspect
 import json
 import sys
@@ -296,14 +297,18 @@ def _attach(cell, figure: str, draw: bool) -> None:
     ``draw`` False leaves the data empty: ``--check`` compares everything but the pictures'
     bytes, which depend on the matplotlib version (their source is ``figures.py``)."""
     name, function = FIGURES[figure]
-    data = ""
-    if draw:
-        try:
-            from . import figures
-        except ImportError as e:                          # pragma: no cover - matplotlib missing
-            raise BuildError(f"drawing the notebook's figures needs matplotlib: {e}") from None
-        data = base64.b64encode(getattr(figures, function)().encode()).decode()
-    cell.attachments = {name: {"image/svg+xml": data}}
+    cell.attachments = {name: {"image/svg+xml": _drawing(function) if draw else ""}}
+
+
+@functools.lru_cache(maxsize=None)
+def _drawing(function: str) -> str:
+    """A fixed figure's SVG, base64: drawn once per process (every variant has the same
+    figures, so ``variant`` with many students draws each once)."""
+    try:
+        from . import figures
+    except ImportError as e:                          # pragma: no cover - matplotlib missing
+        raise BuildError(f"drawing the notebook's figures needs matplotlib: {e}") from None
+    return base64.b64encode(getattr(figures, function)().encode()).decode()
 
 
 def _helper_source(function) -> str:

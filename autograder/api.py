@@ -12,6 +12,7 @@ import torch
 from . import checks as registry
 from . import carry, diagnoses, integrity, scoring, source_facts, submission, variants
 from .checks.module import forbidden_seen
+from .checks.questions import unanswered
 from .errors import UsageError
 from .model import Fact, Report, Status
 from .parts import BUILT_ON
@@ -94,6 +95,8 @@ class Grader:
             asked = sub.name.endswith(".ipynb")
             for check in self.selected():
                 if check.group == "questions" and not asked:
+                    if self.rubric.questions == "every":
+                        results.append(unanswered(check, self.rubric.points[check.name]))
                     continue
                 probe.observations["current"] = check.name
                 results.append(run_check(check, probe, self.rubric.points[check.name], passed,

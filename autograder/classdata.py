@@ -80,7 +80,14 @@ def lost(check: dict) -> float:
     return max(0.0, float(check.get("max_score", 0)) - float(check.get("score", 0)))
 
 
-_POLICY_NOTE = re.compile(r"rubric policy|were scaled by")
+_POLICY_NOTE = re.compile(r"rubric policy|were scaled by|^sandbox limits in force")
+
+
+#: the reason of a submission whose every check that ran met the stub's raise
+STUB_REASON = "unchanged stub: every function still raises NotImplementedError"
+#: what a check's feedback says where the submission's function is still the stub (or a
+#: numeric question is still unanswered)
+_STUB_FEEDBACK = re.compile(r"not implemented yet|raised NotImplementedError|is not answered yet")
 
 
 def zero_reason(result: dict) -> str | None:
@@ -97,9 +104,9 @@ def zero_reason(result: dict) -> str | None:
         if "unchanged stub" in first:
             return first
     checks = [c for c in result.get("checks", []) if status_of(c) not in ("skipped", "blocked")]
-    if checks and all(c.get("status") == "error" and "not implemented yet" in
-                      str(c.get("feedback", "")) for c in checks):
-        return "the stub, unchanged: every function still raises NotImplementedError"
+    if checks and all(c.get("status") == "error" and _STUB_FEEDBACK.search(str(c.get("feedback", "")))
+                      for c in checks):
+        return STUB_REASON
     if notes:
         return notes[0].splitlines()[0][:200] if notes[0] else "no check passed"
     errors = Counter(str(c.get("feedback", "")).split(":")[0][:120] for c in checks

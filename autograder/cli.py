@@ -19,6 +19,7 @@ from .errors import (EXIT_GRADER, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE_CLOSED, E
 __all__ = ["EXIT_GRADER", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "version"]
 
 PROG = "python -m autograder"
+NAME = "mha-autograder"         #: the program's name, as pyproject.toml and --version say it
 DEVICES = ("auto", "cpu", "cuda")
 
 EXAMPLES = {
@@ -116,7 +117,7 @@ def version(pyproject: Path = PYPROJECT) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Grade multi-head attention submissions against "
                      "the reference, each run isolated in a sandbox.", epilog=EXAMPLES[None])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+    parser.add_argument("--version", action="version", version=f"{NAME} {version()}",
                         help="print the autograder's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="COMMAND")
@@ -129,10 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("submission", metavar="SUBMISSION",
                    help="a .py module, an .ipynb notebook (its graded cells) or a folder "
                         "holding one (mha.py or mha.ipynb, else its only .py or .ipynb)")
-    g.add_argument("--format", choices=("text", "json", "gradescope", "junit"), default="text",
-                   help="text: a table for a terminal (default); json: the result object of "
-                        "docs/contract.md; gradescope: Gradescope's results.json; junit: "
-                        "JUnit XML for CI")
+    from .writers import HELP as FORMATS         # the writers' registry
+    g.add_argument("--format", choices=tuple(FORMATS), default="text",
+                   help="; ".join(f"{name}: {text}" for name, text in FORMATS.items()))
     g.add_argument("--output", metavar="FILE",
                    help="write the report to FILE (whole or not at all) instead of stdout")
     _common(g)
@@ -220,20 +220,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="student: the kit to hand out (notebook, stub, public tests); gradescope: "
                         "the zip to upload; classroom: the template repository (the kit plus a workflow)")
     k.add_argument("--output", required=True, metavar="PATH",
-                   help="gradescope: the zip to write; student, classroom: a new folder")
+                   help="gradescope: the zip to write; student, classroom: a new or empty "
+                        "folder (--force replaces one in use)")
     k.add_argument("--skipped", choices=("award", "withhold", "rescale"), default="award",
                    help="gradescope: what the bundle's rubric does with a check that cannot run "
                         "there (device.cuda: Gradescope has no GPU); award (default) keeps every "
                         "score a whole number")
+    k.add_argument("--force", action="store_true",
+                   help="student, classroom: replace a folder that is not empty (the new one is "
+                        "written beside it first, then put in its place)")
+    k.add_argument("--questions", choices=("exclude", "include"), default="exclude",
+                   help="gradescope: the notebook's numeric questions (section 7): exclude "
+                        "(default) leaves them out, so a mha.py and a mha.ipynb upload are both "
+                        "graded out of the code's points; include asks them of every upload (a "
+                        "mha.py is reported as not answering them, 0 of their points)")
     k.add_argument("--no-pin-check", action="store_true",
                    help="gradescope: do not ask the package index whether the pins resolve for "
                         "Python 3.10 and 3.12 (Ubuntu 22.04 and 24.04)")
     k.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
 
-    v = command("variant", "write a student's released notebook, with their own numbers")
-    v.add_argument("student", metavar="STUDENT", help="the student's id (as nbgrader knows it)")
+    v = command("variant", "write students' released notebooks, each with their own numbers")
+    v.add_argument("student", metavar="STUDENT", nargs="*",
+                   help="a student's id (as nbgrader knows it); several: one folder each")
+    v.add_argument("--students", metavar="FILE",
+                   help="a file of student ids, one a line (a CSV's first column; # comments): "
+                        "every student's notebook in one run, DIR/<id>/mha.ipynb")
     v.add_argument("--output", required=True, metavar="DIR",
-                   help="folder to write mha.ipynb into")
+                   help="folder to write mha.ipynb into (one student), or one folder per "
+                        "student into (several, or --students)")
     _student(v, one=False)
     return parser
 

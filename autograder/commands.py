@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -68,22 +69,54 @@ def _variant(args, student: str) -> variants.Variant:
 
 
 def variant(args) -> int:
-    """Write STUDENT's released notebook: what generate_assignment gives, with their numbers."""
+    """Write each student's released notebook: what generate_assignment gives, with their
+    numbers. One STUDENT: DIR/mha.ipynb; several, or ``--students FILE``: DIR/<id>/mha.ipynb,
+    all in one process (the figures drawn once), every id checked before anything is written."""
     from importlib.util import find_spec
     missing = [m for m in ("nbgrader", "matplotlib") if find_spec(m) is None]
     if missing:       # asked before the import, so an ImportError of a bug stays a bug
         raise UsageError(f"variant needs {' and '.join(missing)}: python -m pip install "
                          f"{' '.join(missing)}")
+    students = list(args.student) + (_student_list(args.students) if args.students else [])
+    if not students:
+        raise UsageError("variant needs a STUDENT id, several, or --students FILE")
+    if any(not s.strip() for s in students):
+        raise UsageError("a student id is empty")
+    bulk = len(students) > 1 or bool(args.students)
+    if bulk:
+        bad = [s for s in students if not re.fullmatch(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*", s)]
+        if bad:
+            raise UsageError(f"these ids cannot name a folder: {', '.join(map(repr, bad[:5]))} "
+                             "(letters, digits and . _ @ + - only)")
+        twice = sorted({s for s in students if students.count(s) > 1})
+        if twice:
+            raise UsageError(f"these ids are listed twice: {', '.join(twice[:5])}")
     from assignments import build
-    try:
-        nb = build.release(_variant(args, args.student))
-    except build.BuildError as e:
-        raise UsageError(str(e)) from None
     import nbformat
-    path = Path(args.output) / build.narrative.NOTEBOOK_NAME
-    write_atomic(str(path), nbformat.writes(nb) + "\n")
-    print(path)
+    secret = _secret(args)
+    if not secret:
+        print(f"note: no course secret (--course-config, or ${variants.ENV}): every student "
+              "gets the default variant, the numbers of the generic release", file=sys.stderr)
+    for student in students:
+        try:
+            nb = build.release(variants.derive(student, secret))
+        except build.BuildError as e:
+            raise UsageError(str(e)) from None
+        folder = Path(args.output) / student if bulk else Path(args.output)
+        path = folder / build.narrative.NOTEBOOK_NAME
+        write_atomic(str(path), nbformat.writes(nb) + "\n")
+        print(path)
     return EXIT_OK
+
+
+def _student_list(path) -> list[str]:
+    """The ids of a roster file: one a line (a CSV's first column), blank lines and lines
+    starting with # left out."""
+    if not Path(path).is_file():
+        raise UsageError(f"the student list {path} is not a file")
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    return [line.split(",")[0].strip() for line in lines
+            if line.strip() and not line.lstrip().startswith("#")]
 
 
 def batch(args) -> int:
@@ -174,13 +207,16 @@ def purpose(doc: str) -> str:
 
 
 def package(args) -> int:
+    if importlib.util.find_spec("nbformat") is None:   # asked before the import, as for variant
+        raise UsageError("package needs nbformat: python -m pip install nbformat")
     from . import package as bundles
     try:
         if args.target == "gradescope":
             built = bundles.gradescope(args.output, rubric=args.rubric, skipped=args.skipped,
-                                       check_pins=not args.no_pin_check)
+                                       questions=args.questions, check_pins=not args.no_pin_check)
         else:
-            built = getattr(bundles, args.target)(args.output, rubric=args.rubric)
+            built = getattr(bundles, args.target)(args.output, rubric=args.rubric,
+                                                  force=args.force)
     except bundles.PackageError as e:
         raise UsageError(str(e)) from None
     if args.target == "gradescope":

@@ -38,6 +38,7 @@ from __future__ import annotations
 import atexit
 import copy
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -384,6 +385,9 @@ class GraderOutputsOnly(NbGraderPreprocessor):
                 cell.outputs, cell.execution_count = [], None
             if ours:
                 cell.metadata["autograder_label"] = cell_label(*ours)
+            elif cell.cell_type == "markdown" and cell.get("metadata", {}).get(
+                    "nbgrader", {}).get("task"):
+                cell.metadata["autograder_label"] = task_label(cell.source)
             if (cell.cell_type == "code" and is_course_cell(cell) and not utils.is_grade(cell)
                     and cell.source.count("\n") >= FOLD_LINES):
                 cell.source = (f"# {cell.metadata.nbgrader.grade_id}: the course's "
@@ -400,6 +404,17 @@ def cell_label(part: str, public: bool) -> str:
     if part == parts.CONVENTIONS:
         return "Hidden tests: the conventions"
     return f"{'Public' if public else 'Hidden'} tests: {part}"
+
+
+def task_label(source: str) -> str:
+    """A written question's name in the feedback's contents: "Written question" and the
+    first line of its prompt ("(a) Why does each head need ...?"), as plain text (no
+    Markdown emphasis, no character HTML would read as markup), at most 100 characters."""
+    first = next((line for line in source.splitlines() if line.strip()), "")
+    title = " ".join(re.sub(r"\*\*|__|[`<>&\"']", "", first).split())
+    if len(title) > 100:
+        title = title[:99].rstrip() + "…"
+    return f"Written question {title}" if title else "Written question"
 
 
 #: The feedback page: nbgrader's, with our cells named in its contents (templates/).

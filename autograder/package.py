@@ -27,11 +27,14 @@ Both read the sources of a checkout of this project, not an installed copy.
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import stat
+import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -53,6 +56,14 @@ BEGIN_SCHEME, END_SCHEME = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 SOURCES = ("autograder", "solutions")
 SCRIPTS = ("setup.sh", "run_autograder")
 CLASSROOM_NEEDS = ("torch", "numpy", "pytest")     #: what the public tests import
+#: what the kit's notebook needs besides: Jupyter to open it, matplotlib for its heads figure
+KIT_NEEDS = CLASSROOM_NEEDS + ("notebook", "matplotlib")
+#: the Pythons a student's requirements.txt must install on
+KIT_PYTHONS = ("3.10", "3.11", "3.12")
+#: the oldest version that serves, for a Python the installed version does not support, and
+#: for the notebook's needs where they are not installed here (pyproject.toml's dependencies
+#: are read from there); what the public tests import must be installed, to be pinned
+KIT_FLOORS = {"pytest": "7.4", "notebook": "7", "matplotlib": "3.7"}
 TOMLI = 'tomli>=2; python_version < "3.11"\n'   #: scoring.py reads the rubric with it there
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)    #: fixed, so the same sources give the same zip
 #: what only the grader has: solution regions, the reference, the hidden suite, the rubric
@@ -65,7 +76,11 @@ class PackageError(Exception):
     """The bundle cannot be made; the message says what to fix."""
 
 
-def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool = True) -> dict:
+QUESTION_CHOICES = ("exclude", "include")   #: ``package gradescope --questions``
+
+
+def gradescope(output, rubric=None, *, skipped: str = "award", questions: str = "exclude",
+               check_pins: bool = True) -> dict:
     """Write Gradescope's autograder zip; returns {"path", "max_score", "files", "pins"}.
 
     ``skipped``: the bundled rubric's policy for a check that cannot run there (Gradescope
@@ -73,7 +88,11 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
     and the student's overview says how it was handled. ``check_pins``: ask the package
     index (PyPI) whether each pin has a wheel for the Python of every :data:`TARGETS` image,
     and pin an older version, under a marker, for a Python the installed one does not
-    support; ``pins`` says what was found."""
+    support; ``pins`` says what was found. ``questions``: the notebook's numeric questions
+    (section 7) "exclude"d from the bundle's rubric (0 points: a .py and a notebook are both
+    graded out of the code's points) or "include"d for every upload (a .py is reported as
+    not answering them, 0 of their points): either way the stated ``max_score`` is what
+    every upload is graded out of (:func:`with_questions`)."""
     chosen = _rubric(rubric)
     files = {name: _require(GRADESCOPE / name).read_bytes() for name in SCRIPTS}
     for package in SOURCES:
@@ -81,8 +100,10 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
             if path.is_file() and path.suffix in (".py", ".toml", ".json") \
                     and "__pycache__" not in path.parts:    # .json: released_cells.json
                 files[path.relative_to(PROJECT).as_posix()] = path.read_bytes()
-    files["autograder/rubric.toml"] = with_skipped_policy(
-        Path(chosen.path).read_text(encoding="utf-8"), skipped).encode()
+    text = with_questions(with_skipped_policy(Path(chosen.path).read_text(encoding="utf-8"),
+                                              skipped), questions)
+    files["autograder/rubric.toml"] = text.encode()
+    bundled = _rubric_of(text)
     unconditional = [d for d in _dependencies() if ";" not in d]     # tomli: TOMLI below
     pins = [f"{_name(d)}=={_installed(_name(d))}" for d in unconditional]
     lines, said = (resolve_for_targets(pins) if check_pins
@@ -102,7 +123,7 @@ def gradescope(output, rubric=None, *, skipped: str = "award", check_pins: bool 
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, files[name])
     output.write_bytes(buffer.getvalue())
-    return {"path": str(output), "max_score": _total(chosen), "files": sorted(files), "pins": said}
+    return {"path": str(output), "max_score": _total(bundled), "files": sorted(files), "pins": said}
 
 
 def with_skipped_policy(text: str, skipped: str) -> str:
@@ -116,6 +137,27 @@ def with_skipped_policy(text: str, skipped: str) -> str:
         text = re.sub(r"(?m)^\[policy\]\s*$", "[policy]\n" + line, text, count=1)
     else:
         text = f"[policy]\n{line}\n\n" + text
+    scoring.tomllib.loads(text)          # still a rubric
+    return text
+
+
+def with_questions(text: str, questions: str) -> str:
+    """The rubric's TOML with the numeric questions "exclude"d (each question check's points
+    set to 0) or "include"d for every upload (``[policy] questions = "every"``)."""
+    if questions not in QUESTION_CHOICES:
+        raise PackageError(f"questions must be one of {', '.join(QUESTION_CHOICES)}, "
+                           f"not {questions!r}")
+    if questions == "include":
+        line = 'questions = "every"   # set by `package gradescope --questions include`'
+        if re.search(r"(?m)^questions\s*=", text):
+            text = re.sub(r"(?m)^questions\s*=.*$", line, text, count=1)
+        else:
+            text = re.sub(r"(?m)^\[policy\]\s*$", "[policy]\n" + line, text, count=1)
+    else:
+        for name, check in registry.load_all().items():
+            if check.group == "questions":
+                text = re.sub(rf'(?m)^"{re.escape(name)}"\s*=.*$', f'"{name}" = 0   # set by '
+                              "`package gradescope --questions exclude`", text)
     scoring.tomllib.loads(text)          # still a rubric
     return text
 
@@ -200,30 +242,78 @@ def _pip_dry_run(pins, python: str, pip) -> tuple[bool | None, str]:
     return None, text
 
 
-def student(output, rubric=None) -> dict:
+def student(output, rubric=None, *, force: bool = False) -> dict:
     """Write the student kit: the released notebook, the stub, the public tests, a README
     and the requirements; returns {"path", "files", "points"}. It holds no reference code,
-    no hidden test and no rubric: :func:`hidden_code_in` refuses to write one that does."""
+    no hidden test and no rubric: :func:`hidden_code_in` refuses to write one that does.
+    Everything it needs is checked before anything is written, and the folder is written
+    whole or not at all (:func:`_whole_folder`); ``force`` replaces a folder in use."""
     chosen = _rubric(rubric)
-    output = _new_folder(output)
+    needs = _kit_needs()
+    with _whole_folder(output, force) as folder:
+        points = _write_kit(folder, chosen, needs)
+    output = Path(output)
+    return {"path": str(output), "files": sorted(p.relative_to(output).as_posix()
+                                                 for p in output.rglob("*") if p.is_file()),
+            "points": points}
+
+
+def _kit_needs() -> dict:
+    """What the kit is made from, checked before anything is written: the build's outputs,
+    the kit's README, the pins of its requirements (their packages installed here) and the
+    rubric's public points; a PackageError says what is missing."""
     sources = [STUB / "mha.py", STUB / "test_public.py", NOTEBOOK]
     for path in sources:
         if not path.is_file():
             raise PackageError(f"{path} is missing: run `python -m assignments.build` first")
-    points = public_points(STUB / "test_public.py", chosen)
-    output.mkdir(parents=True, exist_ok=True)
-    for path in sources[:2]:
-        shutil.copy2(path, output / path.name)
+    _require(KIT / "README.md")
+    text = requirements(KIT_NEEDS, install_note=(
+        "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have); "
+        "notebook opens mha.ipynb, matplotlib draws its figure of your heads."))
     released = release_notebook(nbformat.read(str(NOTEBOOK), as_version=4))
-    (output / NOTEBOOK.name).write_text(nbformat.writes(released) + "\n", encoding="utf-8")
-    shutil.copy2(_require(KIT / "README.md"), output / "README.md")
-    (output / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
-        "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have).")),
-        encoding="utf-8")
-    _refuse_leaks(output, "the kit")
-    return {"path": str(output), "files": sorted(p.relative_to(output).as_posix()
-                                                 for p in output.rglob("*") if p.is_file()),
-            "points": points}
+    return {"sources": sources[:2], "requirements": text,
+            "notebook": nbformat.writes(released) + "\n"}
+
+
+def _write_kit(folder: Path, chosen: scoring.Rubric, needs: dict) -> dict:
+    points = public_points(STUB / "test_public.py", chosen)
+    for path in needs["sources"]:
+        shutil.copy2(path, folder / path.name)
+    (folder / NOTEBOOK.name).write_text(needs["notebook"], encoding="utf-8")
+    shutil.copy2(KIT / "README.md", folder / "README.md")
+    (folder / "requirements.txt").write_text(needs["requirements"], encoding="utf-8")
+    _refuse_leaks(folder, "the kit")
+    return points
+
+
+@contextlib.contextmanager
+def _whole_folder(output, force: bool):
+    """A new folder beside ``output`` to write into; once the block ends without an error it
+    is renamed to ``output`` (a folder in use moved aside first, only with ``force``), else
+    removed: ``output`` is never left half-written."""
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise PackageError(f"{output} exists and is not a folder; choose a new one")
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise PackageError(f"{output} exists and is not an empty folder; choose a new one, "
+                           "or pass --force to replace it")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
+    umask = os.umask(0)
+    os.umask(umask)
+    temp.chmod(0o777 & ~umask)                 # mkdtemp's 0700 would hide the kit
+    try:
+        yield temp
+        old = None
+        if output.is_dir():
+            old = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.old-"))
+            os.replace(output, old / "folder")
+        os.replace(temp, output)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def release_notebook(nb):
@@ -263,35 +353,28 @@ def _clear_region(source: str, begin: str, end: str, stub) -> str:
     return "\n".join(kept)
 
 
-def classroom(output, rubric=None) -> dict:
+def classroom(output, rubric=None, *, force: bool = False) -> dict:
     """Write the GitHub Classroom template repository, built from the student kit plus the
-    workflow; returns {"path", "max_score", "points"}."""
-    output = _new_folder(output)
+    workflow; returns {"path", "max_score", "points"}. Written whole or not at all."""
     _require(CLASSROOM / ".github" / "workflows" / "classroom.yml")
-    kit = student(output, rubric)
-    points = kit["points"]
-    shutil.copytree(CLASSROOM, output, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    extras = output / ".github" / "classroom"
-    (extras / "points.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
-    (extras / "requirements.txt").write_text(requirements(CLASSROOM_NEEDS, install_note=(
-        "The workflow installs torch first, from https://download.pytorch.org/whl/cpu.")),
-        encoding="utf-8")
-    _refuse_leaks(output, "the template")
+    chosen = _rubric(rubric)
+    needs = _kit_needs()
+    workflow_requirements = requirements(CLASSROOM_NEEDS, install_note=(
+        "The workflow installs torch first, from https://download.pytorch.org/whl/cpu."))
+    with _whole_folder(output, force) as folder:
+        points = _write_kit(folder, chosen, needs)
+        shutil.copytree(CLASSROOM, folder, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        extras = folder / ".github" / "classroom"
+        (extras / "points.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
+        (extras / "requirements.txt").write_text(workflow_requirements, encoding="utf-8")
+        _refuse_leaks(folder, "the template")
     return {"path": str(output), "max_score": sum(points.values()), "points": points}
-
-
-def _new_folder(output) -> Path:
-    output = Path(output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise PackageError(f"{output} exists and is not an empty folder; choose a new one")
-    return output
 
 
 def _refuse_leaks(output: Path, what: str) -> None:
     leaks = hidden_code_in(output)
-    if leaks:
-        shutil.rmtree(output)
+    if leaks:                   # _whole_folder removes what was written
         raise PackageError(f"{what} would give students grader-only code: " + "; ".join(leaks))
 
 
@@ -309,13 +392,61 @@ def public_points(tests: Path, rubric: scoring.Rubric) -> dict[str, float]:
     return {name: per_api.get(name.removeprefix("test_"), 0.0) for name in names}
 
 
-def requirements(names, *, install_note: str) -> str:
-    """``names`` pinned to the versions installed here. torch is pinned without its local
-    label (``+cpu``), so that the CPU wheel index and PyPI both satisfy the pin."""
-    lines = [f"{name}=={_installed(name)}" for name in names]
-    header = (f"# Pinned by `python -m autograder package` from the grader's environment.\n"
-              f"# {install_note}\n")
+def requirements(names, *, install_note: str, pythons=KIT_PYTHONS) -> str:
+    """``names`` pinned to the versions installed here, for every Python of ``pythons``.
+    torch is pinned without its local label (``+cpu``), so that the CPU wheel index and PyPI
+    both satisfy the pin. A version whose ``Requires-Python`` leaves out some of ``pythons``
+    (numpy 2.4 needs 3.11) is pinned under a marker for the others, and those get a range:
+    the oldest version that serves (pyproject.toml's floor, or :data:`KIT_FLOORS`) up to,
+    not including, the installed minor version."""
+    floors = {_name(d): _floor(d) for d in _dependencies()} | KIT_FLOORS
+    lines = []
+    for name in names:
+        if name not in CLASSROOM_NEEDS and not _is_installed(name):   # nothing to pin: a range
+            lines.append(f"{name}>={KIT_FLOORS[name]}")
+            continue
+        version = _installed(name)
+        left_out = [v for v in pythons if not _supports(_requires_python(name), v)]
+        if not left_out:
+            lines.append(f"{name}=={version}")
+            continue
+        below = ".".join(version.split(".")[:2])
+        floor = f">={floors[name]}," if floors.get(name) else ""
+        lines.append(f"{name}=={version}; " + " and ".join(f'python_version != "{v}"' for v in left_out))
+        lines += [f'{name}{floor}<{below}; python_version == "{v}"' for v in left_out]
+    header = (f"# Pinned by `python -m autograder package` from the grader's environment,\n"
+              f"# for Python {', '.join(pythons)}.\n# {install_note}\n")
     return header + "\n".join(lines) + "\n"
+
+
+def _requires_python(name: str) -> str:
+    try:
+        return metadata.metadata(name).get("Requires-Python") or ""
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _supports(specifier: str, python: str) -> bool:
+    """Does a ``Requires-Python`` specifier (">=3.11", ">=3.9,<3.13", "!=3.10.*") admit
+    ``python`` ("3.10")? Each clause is compared on major.minor."""
+    version = tuple(int(x) for x in python.split("."))
+    for clause in filter(None, (c.strip() for c in specifier.split(","))):
+        match = re.fullmatch(r"(>=|<=|==|!=|>|<|~=)\s*(\d+)(?:\.(\d+))?[.\d*]*", clause)
+        if not match:
+            continue                    # a form we do not read: assume it admits
+        op, major, minor = match.group(1), int(match.group(2)), int(match.group(3) or 0)
+        bound = (major, minor)
+        ok = {">=": version >= bound, "~=": version >= bound, ">": version >= bound,
+              "<=": version <= bound, "<": version < bound, "==": version == bound,
+              "!=": version != bound}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _floor(requirement: str) -> str | None:
+    match = re.search(r">=\s*([\d.]+)", requirement.split(";")[0])
+    return match.group(1) if match else None
 
 
 def hidden_code_in(folder) -> list[str]:
@@ -339,10 +470,22 @@ def _rubric(path) -> scoring.Rubric:
         raise PackageError(str(e)) from None
 
 
+def _rubric_of(text: str) -> scoring.Rubric:
+    """The rubric a TOML text says, read as the grader reads its file."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rubric.toml"
+        path.write_text(text, encoding="utf-8")
+        return _rubric(path)
+
+
 def _total(rubric: scoring.Rubric) -> float:
-    """The points of a mha.py upload: the numeric questions are asked of notebooks only."""
-    return round(sum(rubric.points[c] for c, check in registry.load_all().items()
-                     if rubric.enabled(c) and check.group != "questions"), 4)
+    """The points every upload is graded out of: with ``policy.questions`` "notebook", a
+    mha.py upload is not asked the numeric questions, so they must be 0 (excluded) for the
+    total to hold for a notebook too; with "every", they count for both."""
+    return round(sum(rubric.points.get(c, 0) for c, check in registry.load_all().items()
+                     if rubric.enabled(c) and (check.group != "questions"
+                                               or rubric.questions == "every")), 4)
 
 
 def _dependencies() -> list[str]:
@@ -353,6 +496,14 @@ def _dependencies() -> list[str]:
 
 def _name(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[]", requirement.strip(), maxsplit=1)[0]
+
+
+def _is_installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def _installed(name: str) -> str:

@@ -14,6 +14,10 @@ else:                                   # pragma: no cover
 
 DEFAULT_RUBRIC = Path(__file__).with_name("rubric.toml")
 POLICIES = ("rescale", "award", "withhold")
+#: who is asked the notebook's numeric questions: "notebook" (a .py upload is graded out of
+#: the other checks' points) or "every" (a .py upload is reported as not answering them, 0
+#: points, so every upload is graded out of the same total)
+QUESTIONS = ("notebook", "every")
 
 
 class RubricError(Exception):
@@ -28,6 +32,7 @@ class Rubric:
     #: a part's mistake charged once, at its own checks: what is built on it is graded
     #: again with the reference's part in its place (``carry``)
     carry_forward: bool = True
+    questions: str = "notebook"                    #: one of QUESTIONS
     path: str = str(DEFAULT_RUBRIC)
 
     def enabled(self, name: str) -> bool:
@@ -62,9 +67,13 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
     carry_forward = policy.get("carry_forward", True)
     if not isinstance(carry_forward, bool):
         raise RubricError(f"the rubric {path}: policy.carry_forward must be true or false")
+    questions = policy.get("questions", "notebook")
+    if questions not in QUESTIONS:
+        raise RubricError(f"the rubric {path}: policy.questions must be one of "
+                          f"{', '.join(QUESTIONS)}")
     return Rubric(points=points, skipped=skipped,
                   forbidden_voids_group=policy.get("forbidden_voids_group") or None,
-                  carry_forward=carry_forward, path=str(path))
+                  carry_forward=carry_forward, questions=questions, path=str(path))
 
 
 def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
@@ -89,12 +98,36 @@ def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False
         notes.append(f"{len(skipped)} skipped check(s) awarded their points (rubric policy 'award')")
     elif skipped and rubric.skipped == "rescale":
         total = sum(r.max_score for r in results)
-        kept = total - sum(r.max_score for r in skipped)
-        factor = total / kept if kept else 0.0
+        ran = [r for r in results if r.status is not Status.SKIPPED]
+        shares = iter(whole_shares([r.max_score for r in ran], total))
         results = [replace(r, score=0.0, max_score=0.0) if r.status is Status.SKIPPED else
-                   replace(r, score=r.score * factor, max_score=r.max_score * factor)
-                   for r in results]
+                   _rescaled(r, next(shares)) for r in results]
         notes.append(f"{len(skipped)} check(s) skipped ({', '.join(r.name for r in skipped)}); "
-                     f"the other checks were scaled by {factor:.4f} so the total stays {total:g} "
+                     f"their points were shared out over the other checks in whole points, "
+                     f"in proportion to their points, so the total stays {total:g} "
                      "(rubric policy 'rescale')")
     return results, notes
+
+
+def _rescaled(r: CheckResult, points: float) -> CheckResult:
+    earned = points * r.score / r.max_score if r.max_score else 0.0
+    return replace(r, score=earned, max_score=points)
+
+
+def whole_shares(weights: list[float], total: float) -> list[float]:
+    """``total`` shared out in proportion to ``weights``, in whole points where the total
+    and every weight are whole (the largest-remainder method: each share rounded down, then
+    the points left over go one each to the largest remainders, ties to the earlier
+    weight), else exactly in proportion. The shares always add up to ``total``."""
+    kept = sum(weights)
+    if not kept:
+        return [0.0] * len(weights)
+    exact = [w * total / kept for w in weights]
+    if not (float(total).is_integer() and all(float(w).is_integer() for w in weights)):
+        return exact
+    shares = [int(x + 1e-9) for x in exact]
+    left = int(round(total)) - sum(shares)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - shares[i]), i))
+    for i in order[:left]:
+        shares[i] += 1
+    return [float(x) for x in shares]

@@ -71,9 +71,30 @@ def test_every_zero_has_a_reason():
     reasons = {r["key"]: classreport.zero_reason(r) for r in CLASS}
     assert reasons["amy"] is None
     assert reasons["cy"] == "syntax error in mha.py, line 3: expected ':'"
-    assert reasons["dee"].startswith("the stub, unchanged")
+    assert reasons["dee"] == "unchanged stub: every function still raises NotImplementedError"
     assert reasons["eve"].startswith("empty file")
     assert reasons["ben"] == "no check passed"
+
+
+def test_an_untouched_stub_is_named_so_not_no_check_passed():
+    """A real stub's results (a notebook's too: the questions unanswered; a part graded with
+    another stubbed part under it) and the batch's notes about the sandbox: is the reason
+    "unchanged stub", never "no check passed" nor the first note?"""
+    stub = result("fay", [
+        check("split_heads.values", "error", 0, 6,
+              "not implemented yet (split_heads raised NotImplementedError)", group="split"),
+        check("MultiHeadAttention.values", "error", 0, 10, "MultiHeadAttention(8, 2) raised "
+              "NotImplementedError: your __init__ is still the stub", group="mha"),
+        check("questions.params", "error", 0, 2, "not implemented yet (params_many_heads() is "
+              "not answered yet: replace its `raise` line)", group="questions"),
+        check("device.cuda", "skipped", 0, 0, "skipped: no CUDA", group="device"),
+        check("cost.parallel", "failed", 0, 2, BLOCKED, group="cost", blocked_by=["x"])],
+        notes=["sandbox limits in force: memory 4 GiB"])
+    assert classreport.zero_reason(stub) == "unchanged stub: every function still raises " \
+        "NotImplementedError"
+    wrong = dict(stub, checks=stub["checks"] + [check("split_heads.raises", "failed", 0, 2,
+                                                      "returned, did not raise", group="split")])
+    assert classreport.zero_reason(wrong) != classreport.zero_reason(stub)
 
 
 def test_points_lost_per_part_and_per_diagnosis_name_the_students():
@@ -133,7 +154,7 @@ def test_report_page_and_figures(tmp_path, monkeypatch):
     page = index.read_text()
     assert "Points lost per part" in page and "blocked" in page
     assert "<td>split.no-transpose</td>" not in page and "<code>split.no-transpose</code>" in page
-    assert "the stub, unchanged" in page and "empty file" in page
+    assert "unchanged stub" in page and "empty file" in page
     assert "<details><summary>feedback</summary>" in page             # works mailed alone
     assert page.count("<details>") == len(CLASS) and "# Feedback: eve" in page
     pngs = {p.name for p in (tmp_path / "report").glob("*.png")}

@@ -41,11 +41,13 @@ def no_zygote(monkeypatch):
 # --- --version ---------------------------------------------------------------------------
 
 def test_version_is_the_projects():
-    """Does `python -m autograder --version` print the version pyproject.toml declares, exit 0?"""
+    """Does `python -m autograder --version` print the program's name and the version
+    pyproject.toml declares (not the command typed), exit 0?"""
     declared = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
     done = run("--version")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"python -m autograder {declared}"
+    name = re.search(r'^name = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    assert done.stdout.strip() == f"{name} {declared}" == f"mha-autograder {declared}"
 
 
 def test_version_without_a_checkout(monkeypatch, tmp_path):
@@ -327,3 +329,19 @@ def test_no_broad_exception_becomes_a_usage_error():
             if caught and names & {"UsageError", "EXIT_USAGE"}:
                 found.append(f"{name}:{node.lineno} turns {sorted(caught)} into a usage error")
     assert not found, "\n".join(found)
+
+
+def test_format_choices_come_from_the_writers_registry(monkeypatch):
+    """Are `grade --format`'s choices and help the writers' registry (a new writer module
+    listed in autograder.writers.MODULES appears without touching cli.py)?"""
+    from autograder import writers
+    parser = cli.build_parser()
+    grade = next(a for a in parser._subparsers._group_actions[0].choices["grade"]._actions
+                 if "--format" in a.option_strings)
+    assert tuple(grade.choices) == tuple(writers.MODULES) == tuple(writers.WRITERS)
+    assert all(f"{name}: {text}" in grade.help for name, text in writers.HELP.items())
+    extra = SimpleNamespace(render=lambda report: "x\n", HELP="a test format")
+    monkeypatch.setitem(writers.HELP, "tsv", extra.HELP)
+    grade = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["grade"]._actions
+                 if "--format" in a.option_strings)
+    assert "tsv" in grade.choices and "tsv: a test format" in grade.help

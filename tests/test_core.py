@@ -40,6 +40,44 @@ def test_default_rubric_totals_100():
     assert set(rubric.points) == set(checks.load_all())
 
 
+def _results_of_the_default_rubric(passing=lambda name: True):
+    from autograder.model import CheckResult
+    rubric = scoring.load_rubric()
+    return rubric, [CheckResult(name, name.split(".")[0],
+                                Status.SKIPPED if name == "device.cuda" else
+                                Status.PASSED if passing(name) else Status.FAILED,
+                                points if passing(name) and name != "device.cuda" else 0.0, points)
+                    for name, points in rubric.points.items() if not name.startswith("questions.")]
+
+
+def test_a_skipped_check_is_rescaled_in_whole_points():
+    """With device.cuda skipped (a CPU grader, policy "rescale"), is every check worth a whole
+    number of points, still 100 in all, each within one point of its exact share, so a correct
+    file gets 100 and a wrong one a whole score (not 4.08 or 93.88)?"""
+    rubric, results = _results_of_the_default_rubric()
+    assert rubric.skipped == "rescale"
+    scored, notes = scoring.score(results, rubric)
+    ran = [r for r in scored if r.status is not Status.SKIPPED]
+    assert all(float(r.max_score).is_integer() and float(r.score).is_integer() for r in scored)
+    assert sum(r.max_score for r in scored) == sum(r.score for r in scored) == 100
+    exact = {r.name: r.max_score * 100 / 98 for r in results if r.status is not Status.SKIPPED}
+    assert all(abs(r.max_score - exact[r.name]) < 1 for r in ran)
+    assert "whole points" in notes[0] and "total stays 100" in notes[0]
+    _, wrong = _results_of_the_default_rubric(lambda name: name != "split_heads.values")
+    scored, _ = scoring.score(wrong, rubric)
+    assert float(sum(r.score for r in scored)).is_integer() and sum(r.score for r in scored) < 100
+
+
+def test_whole_shares_is_the_largest_remainder_method():
+    """Are shares rounded down and the points left over given to the largest remainders
+    (ties to the earlier weight), and exact where a weight or the total is not whole?"""
+    assert scoring.whole_shares([1, 1, 1], 10) == [4.0, 3.0, 3.0]
+    assert scoring.whole_shares([4, 10, 7], 22) == [4.0, 11.0, 7.0]       # 4.19, 10.48, 7.33
+    assert scoring.whole_shares([1.5, 1.5], 6) == [3.0, 3.0]
+    assert scoring.whole_shares([1, 2], 4.5) == pytest.approx([1.5, 3.0])
+    assert scoring.whole_shares([0, 0], 5) == [0.0, 0.0]
+
+
 def test_reference_gets_full_marks(grader):
     """Does the reference solution get 100/100 with no diagnosis?"""
     report = grader.grade(REFERENCE)

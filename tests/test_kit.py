@@ -172,3 +172,82 @@ def test_release_clears_solutions_and_hidden_regions():
     assert out.cells[1].source == "# t"
     assert out.cells[2].source == "YOUR ANSWER HERE"
     assert out.cells[3].source == "**(a)** Why?"
+
+
+def _applies(line: str, python: str) -> bool:
+    """Does a requirement line apply on ``python``? (markers: python_version ==/!= only)"""
+    _, _, marker = line.partition(";")
+    version = tuple(int(x) for x in python.split("."))
+    return all((version == tuple(map(int, v.split(".")))) == (op == "==")
+               for op, v in re.findall(r'python_version\s*(==|!=)\s*"([\d.]+)"', marker))
+
+
+@pytest.mark.parametrize("python", package.KIT_PYTHONS)
+def test_kit_requirements_install_on_every_supported_python(python):
+    """Does the kit's requirements.txt give each of Python 3.10-3.12 exactly one line per
+    package (torch, numpy, pytest, notebook, matplotlib), never a pin whose Requires-Python
+    leaves that Python out (numpy 2.4 has no 3.10 wheel)?"""
+    text = package.requirements(package.KIT_NEEDS, install_note="x")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    chosen = [line for line in lines if _applies(line, python)]
+    assert sorted(package._name(line) for line in chosen) == sorted(package.KIT_NEEDS)
+    for line in chosen:
+        if "==" in line.split(";")[0]:
+            assert package._supports(package._requires_python(package._name(line)), python), line
+
+
+def test_kit_requirements_range_a_python_the_pin_leaves_out(monkeypatch):
+    """A version needing Python 3.11: pinned for 3.11 and 3.12 under a marker, and 3.10 given
+    the range from the project's floor up to that minor version; a notebook need that is not
+    installed here gets its floor, not an error."""
+    monkeypatch.setattr(package, "_installed", lambda name: {"numpy": "2.4.6"}.get(name, "1.0"))
+    monkeypatch.setattr(package, "_requires_python",
+                        lambda name: ">=3.11" if name == "numpy" else ">=3.8")
+    monkeypatch.setattr(package, "_is_installed", lambda name: name != "notebook")
+    lines = package.requirements(("numpy", "pytest", "notebook"), install_note="x").splitlines()
+    assert 'numpy==2.4.6; python_version != "3.10"' in lines
+    assert 'numpy>=1.24,<2.4; python_version == "3.10"' in lines
+    assert "pytest==1.0" in lines and "notebook>=7" in lines
+    assert package._supports(">=3.9,<3.12", "3.11") and not package._supports(">=3.9,<3.12", "3.12")
+    assert not package._supports("!=3.10.*", "3.10") and package._supports("", "3.10")
+
+
+def test_kit_checks_what_it_needs_before_writing_anything(tmp_path, monkeypatch):
+    """pytest not installed here (its pin cannot be made): a clear message, and no folder."""
+    real = package._installed
+
+    def installed(name):
+        if name == "pytest":
+            raise package.PackageError("pytest is not installed here, so its version cannot "
+                                       "be pinned; install it first (python -m pip install pytest)")
+        return real(name)
+    monkeypatch.setattr(package, "_installed", installed)
+    with pytest.raises(package.PackageError, match="pytest is not installed"):
+        package.student(tmp_path / "kit")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_kit_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A failure half-way (the README cannot be copied): no kit folder and no partial folder
+    beside it; --force replaces a folder in use only once the new kit is whole."""
+    original = shutil.copy2
+
+    def failing(src, dst, *a, **k):
+        if Path(src).name == "README.md":
+            raise OSError("disk full")
+        return original(src, dst, *a, **k)
+    monkeypatch.setattr(shutil, "copy2", failing)
+    with pytest.raises(OSError, match="disk full"):
+        package.student(tmp_path / "kit")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "kit" / "old.txt").write_text("mine")
+    with pytest.raises(OSError):
+        package.student(tmp_path / "kit", force=True)
+    assert [p.name for p in (tmp_path / "kit").iterdir()] == ["old.txt"]     # untouched
+    monkeypatch.setattr(shutil, "copy2", original)
+    with pytest.raises(package.PackageError, match="--force"):
+        package.student(tmp_path / "kit")
+    built = package.student(tmp_path / "kit", force=True)
+    assert "old.txt" not in built["files"] and "requirements.txt" in built["files"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kit"]

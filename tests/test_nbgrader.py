@@ -274,7 +274,8 @@ def test_nbgrader_says_only_what_matters_and_the_feedback_opens_with_the_work(co
         assert noise not in logs, noise
     assert logs.count("locked cells put back from the course") == len(STUDENTS)
     html = (course["root"] / "feedback" / "mistake" / "mha" / "mha.html").read_text()
-    assert ">Test cell<" not in html
+    assert ">Test cell<" not in html and ">Task<" not in html
+    assert "Written question (a) Why does each head need its own projection" in html
     assert "Public tests: split_heads" in html and "Hidden tests: the conventions" in html
     assert "test_helpers: the course&#39;s" in html or "test_helpers: the course's" in html
     assert "def run_check(" not in html

@@ -78,3 +78,31 @@ def test_mark_schemes_only_on_request(show):
     assert ("Model answer" in text) == show and ("BEGIN MARK SCHEME" in text) == show
     assert "(a)** Why does each head need its own projection" in text    # the question stays
     assert "onerror" not in html(nb)
+
+
+def test_feedback_contents_name_the_written_questions_by_their_prompts():
+    """Does the feedback page's contents list name each written question by its prompt
+    ("Written question (a) Why does each head ...") rather than nbgrader's bare "Task"?"""
+    from traitlets.config import Config
+    nb, _ = plugin.GraderOutputsOnly().preprocess(submitted(), {})
+    labels = [c.metadata.get("autograder_label") for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("task")]
+    assert [label.split(" Why")[0].split(" All")[0].split(" What")[0] for label in labels] == [
+        "Written question (a)", "Written question (b)", "Written question (c)"]
+    import nbgrader
+    for cell in nb.cells:                   # what nbgrader's GetGrades puts there
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") or meta.get("task"):
+            meta["score"] = 0
+            meta.setdefault("points", 0)
+    c = Config()
+    plugin.feedback_template(c)
+    c.HTMLExporter.extra_template_paths = [str(Path(nbgrader.__file__).parent / "server_extensions"
+                                               / "formgrader" / "static" / "node_modules"
+                                               / "bootstrap" / "dist" / "css")]  # as nbgrader adds it
+    page, _ = HTMLExporter(config=c).from_notebook_node(nb, resources={"nbgrader": {
+        "notebook": "mha", "score": 0, "max_score": 110, "late_penalty": 0}})
+    assert ">Task<" not in page
+    assert "Written question (a) Why does each head need its own projection matrices" in page
+    assert all(label in page for label in labels)
+    assert plugin.task_label("**(d)** <b>x</b> & y") == "Written question (d) bx/b y"

@@ -155,3 +155,51 @@ def test_the_numeric_answers_follow_the_shape_rule():
         assert answers["params_many_heads"] == qkv == answers["params_one_head"]
         assert math.prod(answers["key_matrix_shape"]) * v.key_heads * 1 == v.key_d * v.key_d_total
         assert re.fullmatch(r"\(\d+, \d+\)", v.values()["answer_key_matrix_shape"])
+
+
+def test_a_py_upload_is_reported_as_not_answering_under_policy_every(tmp_path):
+    """With ``policy.questions = "every"`` (the Gradescope bundle's ``--questions include``),
+    is a .py upload graded out of the questions' points too, each reported as not answered
+    (0 points, pointing at the notebook), so a .py and a notebook share one total? Without
+    it, is a .py not asked them at all?"""
+    every = tmp_path / "every.toml"
+    every.write_text('[policy]\nquestions = "every"\n' + QUESTIONS_ONLY)
+    g = Grader(seed=0, device="cpu", rubric=every)
+    try:
+        report = g.grade(ROOT / "solutions" / "mha.py")
+        notebook = g.grade(ROOT / build.NOTEBOOK)
+    finally:
+        g.close()
+    got = outcomes(report)
+    assert set(got) == {"questions.key_shape", "questions.params"}
+    assert all(status == "error" and "upload the notebook mha.ipynb" in text
+               for status, text in got.values())
+    assert report.score == 0 and report.max_score == notebook.max_score == notebook.score == 4
+    plain = tmp_path / "plain.toml"
+    plain.write_text(QUESTIONS_ONLY)
+    g = Grader(seed=0, device="cpu", rubric=plain)
+    try:
+        assert g.grade(ROOT / "solutions" / "mha.py").results == ()
+    finally:
+        g.close()
+
+
+def test_the_gradescope_bundles_total_is_what_every_upload_is_graded_out_of(tmp_path):
+    """Does the bundle's stated total hold for a .py and a notebook alike: the questions
+    left out (0 points) by default, or asked of every upload with --questions include?"""
+    from autograder import package, scoring
+    text = scoring.DEFAULT_RUBRIC.read_text(encoding="utf-8")
+    excluded = package._rubric_of(package.with_questions(text, "exclude"))
+    included = package._rubric_of(package.with_questions(text, "include"))
+    questions = ("questions.key_shape", "questions.params")
+    assert all(excluded.points[q] == 0 for q in questions) and excluded.questions == "notebook"
+    assert all(included.points[q] == 2 for q in questions) and included.questions == "every"
+    code = sum(v for k, v in excluded.points.items() if not k.startswith("questions."))
+    assert package._total(excluded) == code == 100
+    assert package._total(included) == code + 4
+    with pytest.raises(package.PackageError, match="questions must be one of"):
+        package.with_questions(text, "sometimes")
+    bundle = package.gradescope(tmp_path / "a.zip", check_pins=False)
+    assert bundle["max_score"] == 100
+    assert package.gradescope(tmp_path / "b.zip", questions="include",
+                              check_pins=False)["max_score"] == 104

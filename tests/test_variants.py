@@ -106,6 +106,46 @@ def test_variant_command_writes_each_students_release(tmp_path, monkeypatch, cap
     assert capsys.readouterr().out.strip().endswith("mha.ipynb")
 
 
+def test_variant_writes_every_students_notebook_in_one_run(tmp_path, monkeypatch, capsys):
+    """Does `variant --students FILE` (and several STUDENT ids) write DIR/<id>/mha.ipynb for
+    each, with that student's numbers, drawing the fixed figures once for the whole class?"""
+    from assignments import figures
+    monkeypatch.setenv(variants.ENV, SECRET)
+    build._drawing.cache_clear()
+    drawn = []
+    for name in ("block_diagram", "split_diagram"):
+        original = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda original=original, name=name: (
+            drawn.append(name), original())[1])
+    roster = tmp_path / "roster.csv"
+    roster.write_text("# the class\nalice,Alice A.\n\nbob\ncarol@uni.edu\n")
+    assert main(["variant", "--students", str(roster), "--output", str(tmp_path / "out")]) == 0
+    assert sorted(drawn) == ["block_diagram", "split_diagram"]          # once each, not per student
+    written = sorted(p.parent.name for p in (tmp_path / "out").glob("*/mha.ipynb"))
+    assert written == ["alice", "bob", "carol@uni.edu"]
+    for student in written:
+        nb = nbformat.read(tmp_path / "out" / student / "mha.ipynb", as_version=4)
+        assert nb.metadata["mha_variant"]["student"] == student
+        v = variants.derive(student, SECRET)
+        question = next(c.source for c in nb.cells if c.id == "section-7")
+        assert f"$d = {v.param_d}$" in question
+    assert len(capsys.readouterr().out.split()) == 3
+    assert main(["variant", "dave", "erin", "--output", str(tmp_path / "two")]) == 0
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["dave", "erin"]
+
+
+@pytest.mark.parametrize("ids, said", [(["ok", "../evil"], "cannot name a folder"),
+                                       (["ok", "ok"], "listed twice"),
+                                       (["ok", " "], "empty")])
+def test_variant_refuses_a_bad_id_before_writing_anything(tmp_path, monkeypatch, capsys, ids, said):
+    """An id that cannot name a folder, one listed twice or an empty one: exit 2 with a
+    message, and no notebook written, not even the good students'."""
+    monkeypatch.setenv(variants.ENV, SECRET)
+    assert main(["variant", *ids, "--output", str(tmp_path / "out")]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_grade_and_batch_take_the_students_variant(tmp_path, rubric, monkeypatch):
     """`grade --student` (the secret from the course's nbgrader_config.py) and `batch` (the
     secret from the environment) grade A's notebook as A's, and B's copy of it as B's."""

@@ -5,11 +5,15 @@ The student answers in a cell of functions that return plain numbers
 them in the sandbox like any other part, reads plain data back, and compares it here with
 the right answers of the student's variant (``autograder.variants``): the student's kernel
 is never asked. The questions are the notebook's: a ``.py`` submission is not asked them
-(``api.Grader`` leaves this group out for it).
+(``api.Grader`` leaves this group out for it), unless the rubric's ``policy.questions`` is
+"every": then it is reported as not answering them (:func:`unanswered`), 0 points, so a
+``.py`` and a notebook are graded out of the same total (the Gradescope bundle's
+``--questions include``).
 """
 from __future__ import annotations
 
 from ..compare import CheckFailed
+from ..model import CheckResult, Status
 from ..sandbox.host import StudentError
 from . import Probe, check
 
@@ -30,6 +34,14 @@ def answer(p: Probe, fn: str):
                                "defines it: run that cell, or restore it", raised=info)
         raise StudentError(f"{fn}() raised {info.get('type')}: {info.get('message')}", raised=info)
     return result["value"]
+
+
+def unanswered(check, points: float) -> CheckResult:
+    """The result of a question check for a ``.py`` upload, which cannot answer it."""
+    return CheckResult(check.name, check.group, Status.ERROR, 0.0, points,
+                       feedback=f"not answered: the numeric questions are asked in {WHERE}; "
+                                "upload the notebook mha.ipynb to answer them",
+                       hidden=check.hidden, part=check.part)
 
 
 def _integer(value) -> bool:

@@ -30,6 +30,9 @@ _FAILING = ("failed", "error")
 _INSTRUCTOR_NOTES = ("isolation", "sandbox")    #: notes about the grader, not the student
 
 
+HELP = "Gradescope's results.json"   #: what ``grade --format`` says of this format
+
+
 def render(report) -> str:
     return json.dumps(results(report), indent=2, ensure_ascii=True) + "\n"
 

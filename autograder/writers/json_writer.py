@@ -6,6 +6,9 @@ import json
 from .clean import clean
 
 
+HELP = "the result object of docs/contract.md"   #: what ``grade --format`` says of this format
+
+
 def render(report) -> str:
     return json.dumps(_cleaned(report.to_dict()), indent=2, ensure_ascii=True) + "\n"
 

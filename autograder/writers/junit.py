@@ -20,6 +20,7 @@ from xml.etree import ElementTree as ET
 from .clean import clean
 from .outcome import blocked_label, outcome
 
+HELP = "JUnit XML for CI"   #: what ``grade --format`` says of this format
 SUITE = "mha-autograder"
 ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped", "blocked": "skipped"}
 MESSAGE_LIMIT = 200                 #: the one-line summary CI systems show in their tables

@@ -10,6 +10,7 @@ import textwrap
 from .clean import clean
 from .outcome import blocked_label, outcome
 
+HELP = "a table for a terminal (default)"   #: what ``grade --format`` says of this format
 MARKS = {"passed": "ok  ", "failed": "FAIL", "error": "ERR ", "skipped": "skip", "blocked": "BLKD"}
 WIDTH = 100
 
