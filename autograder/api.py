@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from . import checks as registry
-from . import carry, diagnoses, integrity, scoring, source_facts, submission, variants
+from . import carry, diagnoses, integrity, prices, scoring, source_facts, submission, variants
 from .checks.module import forbidden_seen
 from .checks.questions import unanswered
 from .errors import UsageError
@@ -108,6 +108,9 @@ class Grader:
             found = diagnoses.diagnose(probe, strict)
             if not self.rubric.carry_forward:
                 results = strict
+            deductions: tuple = ()
+            if self.rubric.one_price and sandbox is not None and not sub.problem:
+                results, deductions = self._one_price(probe, strict, results, found)
         finally:
             if sandbox is not None:
                 sandbox.close()
@@ -123,8 +126,37 @@ class Grader:
         if variant.seed is not None:
             notes.append(f"graded against the variant of student {variant.student}: its numbers "
                          f"and its seed (regrade with --student {variant.student})")
+        if deductions:
+            notes.append("charged once per named mistake (rubric policy 'one_price'): "
+                         + "; ".join(d.line() for d in deductions))
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes),
-                      _facts(facts, probe.observations))
+                      _facts(facts, probe.observations), deductions)
+
+    def _one_price(self, probe, strict, results, found) -> tuple[list, tuple]:
+        """The failures the named mistakes explain, charged at their prices (``prices``).
+        First the measurements those failures held back are graded on the student's own
+        code, as error carried forward releases them: a held-back check is charged by what
+        it then finds, never given its points unseen."""
+        rubric = self.rubric
+        simulated = probe.observations.get("module_simulated", frozenset())
+        explains = prices.explained(strict, results, found, rubric.prices, simulated)
+        if not explains:
+            return results, ()
+        by_name = {r.name: r for r in results}
+        passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated() \
+            | set(explains)
+        for check in self.selected():
+            held = by_name.get(check.name)
+            if held is not None and held.blocked_by and check.kind == "instrument" and \
+                    set(held.blocked_by) <= set(explains) and \
+                    all(name in passed for name in check.requires):
+                probe.observations["current"] = check.name
+                again = run_check(check, probe, rubric.points[check.name], passed,
+                                  self.has_cuda)
+                by_name[check.name] = prices.released(again, held.blocked_by)
+        results = [by_name[r.name] for r in results]
+        explains = prices.explained(strict, results, found, rubric.prices, simulated)
+        return prices.apply(results, explains, found, rubric.points, rubric.prices)
 
     def _carry_forward(self, sub, sandbox, seed, variant, facts, results, strict) -> list:
         """The failed checks graded again with the wrong parts their own part is built on

@@ -62,6 +62,18 @@ class Diagnosis:
 
 
 @dataclass(frozen=True)
+class Deduction:
+    """One line of a marker's rubric: a named mistake and the points it cost (``prices``)."""
+
+    code: str
+    points: float
+    message: str
+
+    def line(self) -> str:
+        return f"-{self.points:g} {self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
 class Fact:
     """One thing verdicts rest on, and who established it: ``source`` (the grader read the
     submission's code), ``grader`` (computed by the grader from data it sent and got back),
@@ -83,6 +95,8 @@ class Report:
     seed: int = 0
     notes: tuple[str, ...] = ()    #: grader-level remarks: load problems, reduced isolation, rescaling
     facts: tuple[Fact, ...] = ()   #: what the structural verdicts rest on, and who said so
+    #: what each named mistake cost, where its failures were charged at its price
+    deductions: tuple[Deduction, ...] = ()
 
     @property
     def max_score(self) -> float:
@@ -93,7 +107,8 @@ class Report:
         return round(sum(r.score for r in self.results), 2)
 
     def to_dict(self) -> dict:
-        """The SPEC's JSON object (plus the compatible extras ``seed``, ``notes``, ``facts``)."""
+        """The SPEC's JSON object (plus the compatible extras ``seed``, ``notes``, ``facts``,
+        ``deductions``)."""
         return {
             "score": self.score,
             "max_score": self.max_score,
@@ -104,6 +119,8 @@ class Report:
             "notes": list(self.notes),
             "facts": [{"name": f.name, "value": f.value, "established_by": f.established_by}
                       for f in self.facts],
+            "deductions": [{"code": d.code, "points": round(d.points, 4), "message": d.message}
+                           for d in self.deductions],
         }
 
 

@@ -33,6 +33,9 @@ class Rubric:
     #: again with the reference's part in its place (``carry``)
     carry_forward: bool = True
     questions: str = "notebook"                    #: one of QUESTIONS
+    #: a named mistake's explained failures charged once, at its price (``prices``)
+    one_price: bool = True
+    prices: dict = field(default_factory=dict)     #: mistake code -> price (else its home's points)
     path: str = str(DEFAULT_RUBRIC)
 
     def enabled(self, name: str) -> bool:
@@ -71,9 +74,23 @@ def load_rubric(path=None, known: set[str] | None = None) -> Rubric:
     if questions not in QUESTIONS:
         raise RubricError(f"the rubric {path}: policy.questions must be one of "
                           f"{', '.join(QUESTIONS)}")
+    one_price = policy.get("one_price", True)
+    if not isinstance(one_price, bool):
+        raise RubricError(f"the rubric {path}: policy.one_price must be true or false")
+    prices = data.get("prices", {})
+    if not isinstance(prices, dict):
+        raise RubricError(f"the rubric {path}: [prices] must be a table of code = points")
+    from .prices import HOME
+    for code, value in prices.items():
+        if code not in HOME:
+            raise RubricError(f"the rubric {path}: [prices] names {code!r}, which is not a "
+                              f"priced mistake code (see docs/mistakes.md, 'Prices')")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise RubricError(f"the rubric {path}: the price of {code!r} must be a number >= 0")
     return Rubric(points=points, skipped=skipped,
                   forbidden_voids_group=policy.get("forbidden_voids_group") or None,
-                  carry_forward=carry_forward, questions=questions, path=str(path))
+                  carry_forward=carry_forward, questions=questions, one_price=one_price,
+                  prices={k: float(v) for k, v in prices.items()}, path=str(path))
 
 
 def score(results: list[CheckResult], rubric: Rubric, *, forbidden: bool = False

@@ -73,7 +73,8 @@ def explained(probe) -> frozenset:
         found = set()
         for fn, candidates in FUNCTIONS.items():
             found |= _smallest(candidates, lambda mistake: behaves_like(calls(probe, fn), mistake))
-        found |= _module(probe, found)
+        module, store["module_simulated"] = _module(probe, found)
+        found |= module
         store["composed"] = frozenset(found)
     return store["composed"]
 
@@ -87,20 +88,26 @@ def _smallest(candidates, explains) -> set:
     return set()
 
 
-def _module(probe, function_codes: set) -> set:
-    """Module mistakes (at most two on top of what its parts do) that explain its forwards."""
-    base = {}
+def _module(probe, function_codes: set) -> tuple[set, frozenset]:
+    """Module mistakes (at most two on top of what its parts do) that explain its forwards;
+    and every code whose simulation gives the module's own forwards exactly, the parts'
+    included (``prices``: the module's failures are then those mistakes' doing)."""
+    base, based = {}, set()
     for code in sorted(function_codes):
         for switch in MODULE.get(code, [])[:1]:
             base = m.merged(base, switch) or {**base, **switch}
+            based.add(code)
     plain, carried = module_runs(probe)
+    simulated = frozenset(based) if plain and base and _all_like(plain, base) else frozenset()
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
         found = _combinations(observed, start)
         if found:
-            return found
-    return set()
+            if observed is plain:
+                simulated = frozenset(found | (based if start else set()))
+            return found, simulated
+    return set(), simulated
 
 
 def _all_like(observed, switch: dict) -> bool:

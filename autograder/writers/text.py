@@ -29,6 +29,10 @@ def render(report) -> str:
         lines += ["", "What went wrong:"]
         for d in report.diagnoses:
             lines += wrap(f"[{clean(d.code)}] {clean(d.message)}", "  ", "    ")
+    if getattr(report, "deductions", ()):
+        lines += ["", "Deductions (one price per mistake):"]
+        for d in report.deductions:
+            lines += wrap(clean(d.line()), "  ", "    ")
     if report.notes:
         lines += ["", "Notes:"]
         for note in report.notes:
