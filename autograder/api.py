@@ -109,7 +109,8 @@ class Grader:
             if not self.rubric.carry_forward:
                 results = strict
             deductions: tuple = ()
-            if self.rubric.one_price and sandbox is not None and not sub.problem:
+            if self.rubric.one_price and self.rubric.carry_forward and sandbox is not None \
+                    and not sub.problem:                    # carry_forward = false: strictly
                 results, deductions = self._one_price(probe, strict, results, found)
         finally:
             if sandbox is not None:

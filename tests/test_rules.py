@@ -585,7 +585,9 @@ def test_the_reader_survives_deep_nesting_and_caps_what_it_lists():
     deep = "import torch\ny = " + "-" * 900 + "1\nf = torch.nn.MultiheadAttention\n"
     __import__("ast").parse(deep)                  # it parses; walking it recurses too deep
     facts = source_facts.read(deep.encode())
-    assert facts.rules == () and facts.forbidden == ()
+    # read whole where the recursion limit allows, given up on where it does not: never a crash
+    assert facts.rules == ()
+    assert {f.what for f in facts.forbidden} <= {"torch.nn.MultiheadAttention"}
     many = "".join(f"m{i} = x.f_back\n" for i in range(300))
     found = source_facts.read(many.encode()).rules
     assert 0 < len(found) <= rules.MAX_VIOLATIONS

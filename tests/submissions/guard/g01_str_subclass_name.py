@@ -1,5 +1,5 @@
 # ATTACK: a Python loop over heads, hidden from the operator trace: traced() reads torch._C through getattr(torch, S('_C')), S a str subclass whose startswith() says no and whose __eq__/__hash__ match anything, to see the trace's dispatch mode; the module is otherwise correct.
-# HONEST: partial 95.92 (the twin: its loop over heads loses cost.parallel)
+# HONEST: partial 96 (the twin: its loop over heads loses cost.parallel)
 # EXPECT: the trick is refused at its line (api.breaks-code-rules named); the score is no more than the same file without the trick (everything below the trick's marker line), whose loop over heads loses cost.parallel.
 import math
 import numbers

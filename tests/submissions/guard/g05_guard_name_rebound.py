@@ -1,5 +1,5 @@
 # ATTACK: the same loop over heads; traced() rebinds the guard's own entry point (__rules_get_private__) as a local name to the public-name reader, so that torch._C is read unchecked; a walrus at the top level tries the same for the whole module; the module is otherwise correct.
-# HONEST: partial 95.92 (the twin: its loop over heads loses cost.parallel)
+# HONEST: partial 96 (the twin: its loop over heads loses cost.parallel)
 # EXPECT: the trick is refused at its line (api.breaks-code-rules named); the score is no more than the same file without the trick (everything below the trick's marker line), whose loop over heads loses cost.parallel.
 import math
 import numbers

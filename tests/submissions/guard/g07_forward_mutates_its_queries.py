@@ -1,5 +1,5 @@
 # ATTACK: a forward that writes into its queries in place (queries.add_(1e-3) under no_grad, after computing a correct output), which a grader that judges in-place writes only for the functions never sees.
-# HONEST: partial 61.22 (the module's value checks fail: its forward changes its input)
+# HONEST: partial 61 (the module's value checks fail: its forward changes its input)
 # EXPECT: the module's value checks fail with "forward changed its queries tensor in place".
 import math
 import numbers
