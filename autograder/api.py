@@ -75,8 +75,18 @@ class Grader:
         self._zygote.close()
 
     def selected(self):
-        return [c for c in self.checks.values() if self.rubric.enabled(c.name)
-                and not (self.public_only and c.hidden)]
+        """The checks the report shows: those the rubric weighs (and, --public-only, the
+        public ones)."""
+        return [c for c in self.judged() if self.rubric.enabled(c.name)]
+
+    def judged(self):
+        """The checks judged: every one --public-only keeps, those the rubric disables too
+        (weighing 0 and left out of the report), so that disabling a check changes no other
+        check's outcome (what it gates, what carry forward and the diagnoses see)."""
+        return [c for c in self.checks.values() if not (self.public_only and c.hidden)]
+
+    def _points(self, name: str) -> float:
+        return float(self.rubric.points.get(name, 0.0))
 
     def grade(self, path, variant: variants.Variant | None = None) -> Report:
         """Grade one submission; ``variant``: the student's own numbers and seed (default:
@@ -93,13 +103,13 @@ class Grader:
             results, passed = [], self._ungated()
             # The numeric questions are the notebook's: a .py module is not asked them.
             asked = sub.name.endswith(".ipynb")
-            for check in self.selected():
+            for check in self.judged():
                 if check.group == "questions" and not asked:
                     if self.rubric.questions == "every":
-                        results.append(unanswered(check, self.rubric.points[check.name]))
+                        results.append(unanswered(check, self._points(check.name)))
                     continue
                 probe.observations["current"] = check.name
-                results.append(run_check(check, probe, self.rubric.points[check.name], passed,
+                results.append(run_check(check, probe, self._points(check.name), passed,
                                          self.has_cuda))
             strict = results
             if sandbox is not None and not sub.problem:
@@ -116,6 +126,7 @@ class Grader:
             if sandbox is not None:
                 sandbox.close()
         forbidden = bool(forbidden_seen(probe.observations))
+        results = [r for r in results if self.rubric.enabled(r.name)]   # what the rubric weighs
         results, notes = scoring.score(results, self.rubric, forbidden=forbidden)
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
             probe.observations) + notes + probe.observations.get("grader_faults", [])
@@ -140,19 +151,22 @@ class Grader:
         it then finds, never given its points unseen."""
         rubric = self.rubric
         simulated = probe.observations.get("module_simulated", frozenset())
+        # a mistake whose home the rubric weighs at nothing is charged by its checks
+        found = [d for d in found if d.code in rubric.prices
+                 or prices.price(d.code, rubric.points, {}) > 0]
         explains = prices.explained(strict, results, found, rubric.prices, simulated)
         if not explains:
             return results, ()
         by_name = {r.name: r for r in results}
         passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated() \
             | set(explains)
-        for check in self.selected():
+        for check in self.judged():
             held = by_name.get(check.name)
             if held is not None and held.blocked_by and check.kind == "instrument" and \
                     set(held.blocked_by) <= set(explains) and \
                     all(name in passed for name in check.requires):
                 probe.observations["current"] = check.name
-                again = run_check(check, probe, rubric.points[check.name], passed,
+                again = run_check(check, probe, self._points(check.name), passed,
                                   self.has_cuda)
                 by_name[check.name] = prices.released(again, held.blocked_by)
         results = [by_name[r.name] for r in results]
@@ -168,7 +182,7 @@ class Grader:
         calls count as the strict pass's), whatever the rubric then does with the points."""
         wrong = carry.wrong_parts(results, self.checks)
         by_name = {r.name: r for r in results}
-        redo = [c for c in self.selected() if c.name in by_name
+        redo = [c for c in self.judged() if c.name in by_name
                 and by_name[c.name].status in (Status.FAILED, Status.ERROR)
                 and carry.parts_for(c, wrong)]
         if not redo:
@@ -179,33 +193,33 @@ class Grader:
         for check in redo:
             parts = carry.parts_for(check, wrong)
             probe.observations.update(current=check.name, carry=parts)
-            again = run_check(check, probe, self.rubric.points[check.name], passed, self.has_cuda)
+            again = run_check(check, probe, self._points(check.name), passed, self.has_cuda)
             if again.status is Status.PASSED:
                 by_name[check.name] = carry.note(again, parts)
             elif by_name[check.name].blocked_by and not again.blocked_by:
                 by_name[check.name] = carry.graded_given(again, parts)  # its own failure now
         strict.observations["carried"] = probe.observations
-        for check in self.selected():           # measurements the carried checks held back
+        for check in self.judged():             # measurements the carried checks held back
             held = by_name.get(check.name)
             if held is not None and held.blocked_by and check.kind == "instrument" and \
                     all(name in passed for name in check.requires):
                 strict.observations["current"] = check.name
-                again = run_check(check, strict, self.rubric.points[check.name], passed,
+                again = run_check(check, strict, self._points(check.name), passed,
                                   self.has_cuda)
                 if again.status is Status.ERROR and check.instruments == {"trace"}:
                     # the student's own forward does not run with its wrong parts: its cost
                     # is read with them answered, the answers counted at the reference's cost
                     parts = wrong & set(BUILT_ON["MultiHeadAttention"])
                     probe.observations.update(current=check.name, carry=parts)
-                    again = run_check(check, probe, self.rubric.points[check.name], passed,
+                    again = run_check(check, probe, self._points(check.name), passed,
                                       self.has_cuda)
                 by_name[check.name] = carry.released(again, held.blocked_by)
         return [by_name[r.name] for r in results]
 
     def _ungated(self) -> set[str]:
-        """The checks that hold back nothing: those the rubric disables or --public-only
-        leaves out (they never run, so they never pass)."""
-        return set(self.checks) - {c.name for c in self.selected()}
+        """The checks that hold back nothing: those --public-only leaves out (they never
+        run, so they never pass)."""
+        return set(self.checks) - {c.name for c in self.judged()}
 
     def _trusted_cells(self) -> dict:
         """The released notebook's own setup cells (imports, test helpers), read once."""

@@ -84,6 +84,35 @@ def expect_close(*, actual, expected: torch.Tensor, what: str, rtol: float = 1e-
             f"{_unravel(flat, a.shape)} (tolerance {atol:g} + {rtol:g}·|expected|)")
 
 
+def expect_masked_zero(weights, valid_lens, *, what: str) -> None:
+    """The contract's exactness: keys at positions >= the valid length get weight exactly
+    0 (not 1e-27, what a finite fill such as -60 leaves). ``valid_lens`` of shape (batch,)
+    or (batch, n_q), as the contract lays them along the scores."""
+    if not isinstance(weights, torch.Tensor) or not isinstance(valid_lens, torch.Tensor) \
+            or weights.dim() < 2 or valid_lens.dim() not in (1, 2):
+        return                             # a form the value comparison has judged already
+    n_q, n_k = weights.shape[-2:]
+    lens = valid_lens.to(torch.int64)
+    if lens.dim() == 1:
+        lens = lens.reshape(-1, *(1,) * (weights.dim() - 1))
+    elif lens.shape[-1] == n_q:
+        lens = lens.reshape(-1, *(1,) * (weights.dim() - 3), n_q, 1)
+    else:
+        return
+    try:
+        masked = torch.arange(n_k) >= lens
+        off = masked & (weights.detach().to(torch.float64) != 0)
+    except RuntimeError:
+        return                             # shapes the value comparison has judged already
+    if off.any():
+        largest = float(weights.detach().to(torch.float64).abs()[off].max())
+        raise CheckFailed(f"{what}: {int(off.sum())} weights of masked keys are not exactly 0 "
+                          f"(largest {largest:.3g}, first at index {_index(off, off.shape)}); the "
+                          "contract wants exactly 0: fill with the dtype's lowest value "
+                          "(torch.finfo(scores.dtype).min) or zero the masked weights after the "
+                          "softmax")
+
+
 def expect_equal_values(*, actual, expected, what: str) -> None:
     """Plain values (sizes, numbers, strings, tuples of them) compared by ``==`` where both
     sides are plain; a tensor, or a container of another length, is simply different."""
@@ -103,6 +132,10 @@ def same_values(actual, expected) -> bool:
                 and actual.shape == expected.shape and actual.dtype == expected.dtype
                 and bool(torch.equal(actual, expected)))
     if type(actual) not in _PLAIN or type(expected) not in _PLAIN:
+        return False
+    if type(expected) in (bool, int, str, type(None)) and type(actual) is not type(expected):
+        return False                       # typed: 3.0 is not 3, True is not 1
+    if type(expected) is float and type(actual) is bool:
         return False
     return (actual == expected) is True
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..compare import Blocked, CheckFailed, expect_close, expect_equal_values
+from ..compare import Blocked, CheckFailed, expect_close, expect_equal_values, expect_masked_zero
 from ..sandbox.host import StudentError
 from . import Probe, cases, check
 
@@ -68,6 +68,13 @@ def _compare_case(p: Probe, fn, group, case, pick, tol) -> None:
         actual, expected = pick(actual, what), pick(expected, what)
     for a, e, label in _pairs(actual, expected, what):
         expect_float64(p, actual=a, expected=e, what=label, **(tol or F64))
+    if fn in MASKED_WEIGHTS and len(case.args) == MASKED_WEIGHTS[fn][0]:
+        weights = actual if MASKED_WEIGHTS[fn][1] is None else actual[MASKED_WEIGHTS[fn][1]]
+        expect_masked_zero(weights, case.args[-1], what=what)
+
+
+#: function -> (its argument count with valid_lens, which of its answers holds the weights)
+MASKED_WEIGHTS = {"masked_softmax": (2, None), "attention_pool": (4, 1)}
 
 
 def _pairs(actual, expected, what):
