@@ -17,7 +17,8 @@ import functools
 import itertools
 
 from . import mutants as m
-from .values import MASK_MISTAKES, _close, _forward_like, behaves_like, calls, module_runs
+from .values import (MASK_MISTAKES, _close, _forward_like, as_reference, behaves_like, calls,
+                     module_runs)
 
 #: Module-level mistakes as switches of ``mutants.simulate`` (alternatives for one code).
 MODULE: dict[str, list[dict]] = {
@@ -72,7 +73,10 @@ def explained(probe) -> frozenset:
     if "composed" not in store:
         found = set()
         for fn, candidates in FUNCTIONS.items():
-            found |= _smallest(candidates, lambda mistake: behaves_like(calls(probe, fn), mistake))
+            records = calls(probe, fn)
+            if as_reference(records):
+                continue                 # no mistake is told by a function that is right
+            found |= _smallest(candidates, lambda mistake: behaves_like(records, mistake))
         module, store["module_simulated"] = _module(probe, found)
         found |= module
         store["composed"] = frozenset(found)
