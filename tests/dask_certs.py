@@ -1,6 +1,6 @@
 """Self-signed certificates for the Dask tests: a course CA and a certificate it signs for
-127.0.0.1 (scheduler, workers and client alike), made with ``cryptography``, which
-distributed already depends on. Also a second CA, whose certificates the cluster refuses."""
+127.0.0.1 (scheduler, workers and client alike), made with ``cryptography`` (in the
+``dev`` extra: distributed does not depend on it). Also a second CA, whose certificates the cluster refuses."""
 from __future__ import annotations
 
 import datetime
