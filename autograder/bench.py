@@ -7,20 +7,30 @@ one of a few classic mistakes (or the untouched stub). Then it times, as subproc
 with their start-up included, ``python -m autograder batch`` over all N and ``nbgrader
 autograde`` over the first K (all N unless ``--nbgrader K``; the per-notebook time is
 then extrapolated to N, and said to be), and prints both times and the ratio.
+
+``--class realistic`` grades a class as real ones are instead: the notebooks cycle through
+the real-style files of ``tests/submissions/multi/`` (in the styles of D2L, the Annotated
+Transformer, CS231n, nanoGPT, HuggingFace and others; most with two or three mistakes, a
+quarter correct), so the figure includes what mistakes cost (the carried pass, the
+diagnoses, the pricing). It needs a clone of the repository (the fixtures are not
+installed with the package).
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 from .api import PROJECT
+from .errors import UsageError
 
 SOLUTION_ID = "mha-code"
 
@@ -46,6 +56,8 @@ VARIANTS = {                                    #: name -> the student's code, f
     "stub": None,                               # the released notebook, untouched
 }
 BUGS = [name for name in VARIANTS if name != "correct"]
+#: The real-style files ``--class realistic`` cycles through (a clone's tests, not installed).
+REALISTIC = PROJECT / "tests" / "submissions" / "multi"
 
 TESTS = {                                       #: nbgrader's test cells: grade_id -> (points, code)
     "test-shapes": (2, """import torch
@@ -113,8 +125,30 @@ def _run(command: list[str], cwd: Path, log: Path, ok=(0, 1)) -> float:
     return elapsed
 
 
-def build(folder: Path, count: int, nbgrader_count: int) -> dict[str, int]:
-    """The course (nbgrader's first K students) and the class (all N) as nbgrader trees."""
+def classic(i: int) -> tuple[str, str | None]:
+    """Student i of the classic class: half correct, half one classic bug or the stub."""
+    name = "correct" if i % 2 == 0 else BUGS[(i // 2) % len(BUGS)]
+    return name, None if VARIANTS[name] is None else VARIANTS[name](reference_source())
+
+
+def realistic() -> Callable[[int], tuple[str, str | None]]:
+    """Student i of the realistic class: the real-style files in turn, each as a notebook's
+    code (a __future__ import can only open a notebook's first cell, so it is left out)."""
+    files = sorted(REALISTIC.glob("*.py"))
+    if not files:
+        raise UsageError(f"--class realistic needs the real-style files of {REALISTIC} "
+                         "(a clone of the repository has them; the installed package does not)")
+    sources = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        kind = "correct" if re.search(r"^# CODES:\s*(none)?\s*$", text, re.M) else "mistaken"
+        sources.append((kind, text.replace("from __future__ import annotations\n", "")))
+    return lambda i: sources[i % len(sources)]
+
+
+def build(folder: Path, count: int, nbgrader_count: int, pick=classic) -> dict[str, int]:
+    """The course (nbgrader's first K students) and the class (all N) as nbgrader trees;
+    ``pick(i)``: student i's kind and code (None: the released stub, untouched)."""
     course = folder / "course"
     (course / "source" / "mha").mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(
@@ -123,15 +157,15 @@ def build(folder: Path, count: int, nbgrader_count: int) -> dict[str, int]:
     _run([sys.executable, "-m", "nbgrader", "generate_assignment", "mha", "--force"], course,
          folder / "nbgrader.log", ok=(0,))
     released = nbformat.read(course / "release" / "mha" / "mha.ipynb", as_version=4)
-    reference, tally = reference_source(), {}
+    tally = {}
     for i in range(count):
-        name = "correct" if i % 2 == 0 else BUGS[(i // 2) % len(BUGS)]
+        name, code = pick(i)
         tally[name] = tally.get(name, 0) + 1
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
                     == SOLUTION_ID)
-        if VARIANTS[name] is not None:
-            cell.source = VARIANTS[name](reference).replace("{student}", f"student{i:04d}")
+        if code is not None:
+            cell.source = code.replace("{student}", f"student{i:04d}")
         # Every notebook's graded code differs (as real ones do), so that batch cannot grade
         # identical twins once: the figures are those of N distinct gradings.
         cell.source += f"\n# submitted by student{i:04d}\n"
@@ -145,16 +179,17 @@ def build(folder: Path, count: int, nbgrader_count: int) -> dict[str, int]:
 
 
 def main(count: int, *, nbgrader: int | None = None, workers: int | None = None,
-         keep: str | None = None) -> int:
+         keep: str | None = None, kind: str = "classic") -> int:
     nb_count = count if nbgrader is None else max(0, min(nbgrader, count))
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="mha-bench-"))
     if keep and folder.exists() and any(folder.iterdir()):
         print(f"error: {folder} is not empty; the benchmark builds in an empty folder",
               file=sys.stderr)
         return 2
+    pick = realistic() if kind == "realistic" else classic
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        tally = build(folder, count, nb_count)
+        tally = build(folder, count, nb_count, pick)
         print(f"built {count} notebooks in {folder}: "
               + ", ".join(f"{n} {name}" for name, n in tally.items()), flush=True)
         batch = [sys.executable, "-m", "autograder", "batch", str(folder / "class"),

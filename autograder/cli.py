@@ -54,7 +54,8 @@ examples:
     "bench": """\
 examples:
   python -m autograder bench -n 20
-  python -m autograder bench -n 1000 --nbgrader 10 --workers 2 --keep /tmp/bench""",
+  python -m autograder bench -n 1000 --nbgrader 10 --workers 2 --keep /tmp/bench
+  python -m autograder bench -n 1000 --nbgrader 10 --class realistic""",
     "demo": """\
 examples:
   python -m autograder demo
@@ -191,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--keep", metavar="FOLDER",
                    help="build in this empty folder and keep it (default: a temporary one, "
                         "removed afterwards)")
+    n.add_argument("--class", dest="kind", choices=("classic", "realistic"), default="classic",
+                   help="classic: half correct, half one classic bug or the stub (default); "
+                        "realistic: the real-style files of tests/submissions/multi in turn, "
+                        "most with several mistakes (needs a clone of the repository)")
 
     d = command("demo", "grade the bundled example submissions and say what each one got")
     _common(d)

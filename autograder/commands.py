@@ -165,7 +165,7 @@ def bench(args) -> int:
     if args.count < 1:
         raise UsageError("--count must be at least 1")
     return benchmark.main(args.count, nbgrader=args.nbgrader, workers=args.workers,
-                          keep=args.keep)
+                          keep=args.keep, kind=args.kind)
 
 
 def demo(args) -> int:

@@ -1,6 +1,6 @@
 """How much the isolation costs: grade N submissions through one Grader and time it.
 
-    python -m autograder.sandbox_bench --n 20 [--submission FILE ...] [--one-core]
+    python -m autograder.sandbox_bench --n 20 [--submission FILE ...] [--one-core] [--profile]
 
 Prints the fixed start-up cost (the grader's imports, the zygote's start, and the first
 submission, which also fills the reference cache) and the marginal cost of each further
@@ -8,7 +8,13 @@ submission, as wall-clock time and as CPU time of every process involved (the gr
 zygote and the sandboxes it forked), so the figure means "on one core" even where other
 cores help. Then the cost of the isolation alone: a sandbox forked, jailed, given the
 submission, asked one probe and killed. ``--one-core`` pins everything to one CPU first.
-Not a test: it asserts nothing.
+
+``--profile`` says where a submission's time goes, stage by stage (load, the source reader,
+the sandbox's start, the checks, the carried pass, the diagnoses, the pricing, scoring), and
+inside each, the grader's own work per check and per diagnosis apart from the round trips to
+the sandbox per probe (a round trip's wall time is the sandbox's work plus the transport:
+with ``--one-core`` that is CPU time). Exclusive times: a diagnosis's probe counts under the
+probe, not twice. Not a test: it asserts nothing.
 """
 from __future__ import annotations
 
@@ -36,6 +42,84 @@ def _cpu_of(pid: int) -> float:
     return own + sum(_cpu_of(child) for child in children)
 
 
+class _Profile:
+    """Exclusive wall time per label, from a stack of the stages, checks, diagnoses and probes
+    the grader enters (the instrumented functions are wrapped for this command only)."""
+
+    def __init__(self):
+        self.stack, self.mark = ["grader: other"], time.perf_counter()
+        self.spent: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.inclusive: dict[str, float] = {}
+
+    def _charge(self):
+        now = time.perf_counter()
+        top = self.stack[-1]
+        self.spent[top] = self.spent.get(top, 0.0) + now - self.mark
+        self.mark = now
+
+    def enter(self, label: str):
+        self._charge()
+        self.stack.append(label)
+        self.calls[label] = self.calls.get(label, 0) + 1
+
+    def leave(self):
+        self._charge()
+        self.stack.pop()
+
+    def wrap(self, owner, name: str, label):
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            name = label(*args, **kwargs) if callable(label) else label
+            self.enter(name)
+            began = self.mark
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.leave()
+                self.inclusive[name] = self.inclusive.get(name, 0.0) + self.mark - began
+        setattr(owner, name, timed)
+
+    def install(self):
+        from . import api, diagnoses
+        from .sandbox import host
+        stage = "stage: "
+        self.wrap(api.submission, "load", stage + "load the submission")
+        self.wrap(api.source_facts, "read", stage + "read the source")
+        self.wrap(api.Grader, "_sandbox", stage + "start the sandbox (fork, jail, import)")
+        self.wrap(api.Grader, "_carry_forward", stage + "error carried forward")
+        self.wrap(api.Grader, "_one_price", stage + "one mistake, one price")
+        self.wrap(api.diagnoses, "diagnose", stage + "diagnoses")
+        self.wrap(api.scoring, "score", stage + "scoring")
+        self.wrap(host.Sandbox, "close", stage + "close the sandbox")
+        self.wrap(api, "run_check", lambda check, *a, **k: "check " + check.name)
+        self.wrap(diagnoses, "_attempt", lambda probe, what, *a, **k: what)
+        self.wrap(host.Sandbox, "probe",
+                  lambda box, name, group=None, **k: f"probe {group}/{name} (round trip)")
+
+    def table(self, n: int) -> str:
+        rows = sorted(self.spent.items(), key=lambda kv: -kv[1])
+        total = sum(self.spent.values())
+        probes = sum(v for k, v in self.spent.items() if k.startswith("probe "))
+        stages = sorted((k for k in self.inclusive if k.startswith("stage: ")),
+                        key=lambda k: -self.inclusive[k])
+        lines = ["the stages of one submission (wall ms per submission, mean of "
+                 f"{n}, each with what it called):"]
+        lines += [f"  {self.inclusive[k] / n * 1e3:7.2f} ms  {k[len('stage: '):]}"
+                  for k in stages]
+        rest = sum(self.spent.values()) - sum(self.inclusive[k] for k in stages)
+        lines.append(f"  {rest / n * 1e3:7.2f} ms  the checks as written (the rest)")
+        lines += [f"where one submission's time goes (exclusive wall ms per submission, mean of "
+                 f"{n}; total {total / n * 1e3:.1f} ms, of which round trips to the sandbox "
+                 f"{probes / n * 1e3:.1f} ms in {sum(c for k, c in self.calls.items() if k.startswith('probe ')) / n:.0f} probes):"]
+        for label, secs in rows:
+            if secs / n >= 0.0002:
+                lines.append(f"  {secs / n * 1e3:7.2f} ms  {self.calls.get(label, n) / n:6.1f}x  "
+                             f"{label}")
+        return "\n".join(lines)
+
+
 def _isolation_only(grader, source: bytes, n: int) -> tuple[float, float]:
     """(wall, CPU) per sandbox that only imports the submission and answers one probe."""
     from . import api
@@ -61,6 +145,8 @@ def main(argv=None) -> int:
                              "so every probe of the full hidden suite runs)")
     parser.add_argument("--one-core", action="store_true", help="pin to one CPU first")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true",
+                        help="say where the time goes: per stage, check, diagnosis and probe")
     args = parser.parse_args(argv)
     if args.one_core:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -76,6 +162,10 @@ def main(argv=None) -> int:
         first = grader.grade(files[0])
         started = time.perf_counter()
         zygote = grader.zygote.proc.pid
+        profile = _Profile() if args.profile else None
+        if profile:
+            profile.install()
+            profile.mark = time.perf_counter()
         walls, cpus = [], []
         for i in range(args.n):
             cpu0 = time.process_time() + _cpu_of(zygote)
@@ -84,6 +174,9 @@ def main(argv=None) -> int:
             walls.append(time.perf_counter() - t)
             time.sleep(0.2)                             # let the zygote reap the sandbox
             cpus.append(time.process_time() + _cpu_of(zygote) - cpu0)
+            if profile:                                 # the pause is not the grader's
+                profile.mark = time.perf_counter()
+        where = profile.table(args.n) if profile else ""   # before the isolation runs
         alone = _isolation_only(grader, Path(files[0]).read_bytes(), args.n)
     finally:
         grader.close()
@@ -100,6 +193,8 @@ def main(argv=None) -> int:
           f"CPU {alone[1]:.3f} s per submission")
     print(f"cores available: {len(os.sched_getaffinity(0))}"
           + (" (pinned with --one-core)" if args.one_core else ""))
+    if where:
+        print(where)
     return 0
 
 
