@@ -172,3 +172,61 @@ def test_a_simulated_exception_counts_only_as_that_mistakes_exception():
     assert not m.same_failure(view, {"type": "TypeError", "message": "unsupported operand"})
     assert not m.same_failure(view, {"type": "RuntimeError", "message": "a Tensor with 2 "
                                      "elements cannot be converted to Scalar"})
+
+
+def test_the_overflow_watch_runs_only_where_a_low_precision_run_failed(monkeypatch):
+    """The watch sees every operator from Python (five times the runs' own cost), and its
+    notes are read only about a failure: is it left out where every run is finite, and is a
+    failed part's every mode run again under it, with the first runs' outcomes kept and the
+    watch's notes added?"""
+    import types
+
+    import torch
+
+    import solutions
+    from autograder.sandbox import probes
+
+    watched = []
+    real = probes._watched
+    monkeypatch.setattr(probes, "_watched", lambda run: watched.append(run) or real(run))
+    spec = dict(evd.SMALL, shapes={"batch": 3, "n_q": 4, "n_k": 5, "seed": 7},
+                modes=list(evd.MODES))
+    reference = probes.low_precision(solutions, spec)
+    assert watched == []
+    assert all(r["value"]["finite"] for mode in reference.values() for r in mode.values())
+
+    def penalised(scores, valid_lens):          # -1e9 in the scores' dtype: -inf in float16
+        keep = torch.arange(scores.shape[-1]) < valid_lens.reshape(-1, *[1] * (scores.dim() - 1))
+        return torch.softmax(scores + (~keep).to(scores.dtype) * -1e9, dim=-1)
+    student = types.SimpleNamespace(**{**vars(solutions), "masked_softmax": penalised})
+    result = probes.low_precision(student, spec)
+    assert len(watched) == len(evd.MODES)       # the failed part's modes, and only those
+    fp16 = result["cast-float16"]["masked_softmax"]["value"]
+    assert fp16["finite"] is False and "mul" in fp16["overflowed"]
+    assert "overflowed" not in result["cast-float32"]["masked_softmax"]["value"]
+    assert result["cast-float32"]["module"] == reference["cast-float32"]["module"]
+
+
+def test_a_module_that_gave_the_references_answers_is_not_simulated(monkeypatch):
+    """Where every forward of the module (as written, or as carried forward) gave the
+    reference's answer, no mistake can be told from it: are its simulations skipped, and run
+    where one forward differs?"""
+    import types
+
+    import torch
+
+    from autograder.diagnoses import values
+
+    simulated = []
+    monkeypatch.setattr(m, "simulate", lambda *a, **k: simulated.append(a) or (torch.zeros(2), None))
+    right, wrong = torch.ones(2), torch.full((2,), 3.0)
+    config = types.SimpleNamespace(num_heads=2)
+
+    def probe(student_out):
+        run = (config, [{"train": False}], {"runs": [{"out": student_out}]},
+               {"state": {}, "runs": [{"out": right}]})
+        return types.SimpleNamespace(observations={"mha": [run], "carried": {"mha": [run]}})
+    assert not values.forward_behaves_like(probe(right), mask="after-softmax")
+    assert simulated == []
+    assert not values.forward_behaves_like(probe(wrong), mask="after-softmax")
+    assert len(simulated) == 2                  # as written and as carried: both differ

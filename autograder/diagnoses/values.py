@@ -94,7 +94,22 @@ def forward_behaves_like(probe, **mistake) -> bool:
     differs from the reference, and on every such run matches it or the reference. Read on
     the module as the student wrote it, and on the module graded with the reference's parts
     in place of the student's wrong ones (``carried``: its own mistakes, alone)."""
-    return any(_forward_like(observed, **mistake) for observed in module_runs(probe))
+    return any(_forward_like(observed, **mistake) for observed in _unlike_reference(probe))
+
+
+def _unlike_reference(probe) -> list:
+    """The module's runs (``module_runs``) that differ from the reference's somewhere: where
+    every forward gave the reference's answer, no mistake can be told (a telling run is one
+    where the student's answer is the mistake's, not the reference's), so its simulations
+    are not run. Read once per submission."""
+    cached = probe.observations.get("module_runs_unlike")
+    if cached is None:
+        cached = [observed for observed in module_runs(probe) if not all(
+            _close(s["out"], r["out"])
+            for config, runs, student, ref in observed if ref.get("state") is not None
+            for run, s, r in zip(runs, student["runs"], ref["runs"]) if not run.get("train"))]
+        probe.observations["module_runs_unlike"] = cached
+    return cached
 
 
 def module_runs(probe) -> tuple[list, list]:

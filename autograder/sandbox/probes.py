@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -687,6 +688,25 @@ def _watched(run) -> dict:
     return result
 
 
+def _watched_if_failed(runs: dict) -> dict:
+    """``{key: _attempt(run)}``, and where any of them failed (raised, or gave a non-finite
+    value), all of them once more under an OverflowWatch for its evidence (the runs of a
+    group are compared with one another: a float32 run tells an infinite literal from an
+    overflow). The watch sees every operator from Python, which costs five times the runs
+    themselves, and its evidence is read only about a failure. The first runs' outcomes
+    stand; the second ones add only the watch's notes, where their outcome is the same."""
+    results = {key: _attempt(run) for key, run in runs.items()}
+    if all("value" in r and r["value"].get("finite", True) for r in results.values()):
+        return results
+    for key, run in runs.items():
+        again, first = _watched(run), results[key]
+        if "value" in first and "value" in again and "overflowed" in again["value"]:
+            first["value"]["overflowed"] = again["value"]["overflowed"]
+        elif "raised" in first and "raised" in again:
+            first["raised"]["at"] = again["raised"]["at"]
+    return results
+
+
 def _run_watched(run, watch):
     with watch:
         return run()
@@ -723,9 +743,10 @@ def low_precision(api, spec: dict) -> dict:
     """The module and the masked functions under autocast and casts, lengths 0 included."""
     init, shapes = spec["init"], dict(spec["shapes"], d_model=spec["init"]["d_model"])
     device = spec.get("device", "cpu")
-    return {mode: {part: _watched(lambda: _precision_part(api, part, mode, init, shapes, device))
-                   for part in ("module", "masked_softmax", "attention_pool")}
-            for mode in spec["modes"]}
+    by_part = {part: _watched_if_failed(
+        {mode: functools.partial(_precision_part, api, part, mode, init, shapes, device)
+         for mode in spec["modes"]}) for part in ("module", "masked_softmax", "attention_pool")}
+    return {mode: {part: by_part[part][mode] for part in by_part} for mode in spec["modes"]}
 
 
 def _cuda_values(api, spec: dict, device: str) -> dict:
@@ -780,9 +801,9 @@ def on_cuda(api, spec: dict) -> dict:
     return {"values": _attempt(lambda: _cuda_values(api, spec, device)),
             "sync": _attempt(lambda: {"ok": _cuda_forward(api, small, device, debug=True) >= 0}),
             "memory": _attempt(lambda: {"peak": _cuda_forward(api, spec["memory"], device)}),
-            "autocast": {mode: _watched(lambda: _precision_part(api, "module", mode, spec["init"],
-                                                                shapes, device))
-                         for mode in spec.get("autocast", ())}}
+            "autocast": _watched_if_failed(
+                {mode: functools.partial(_precision_part, api, "module", mode, spec["init"],
+                                         shapes, device) for mode in spec.get("autocast", ())})}
 
 
 PROBES = {"call": call, "mha": mha, "mha_raises": mha_raises, "mha_loads": mha_loads,
