@@ -28,7 +28,7 @@ def load(out) -> tuple[list[dict], list[str]]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             found.append(checked(dict(data, key=key)))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        except Exception as e:      # noqa: BLE001 — e.g. OverflowError: a score of 1e400
             left_out.append(f"{readable(key)}: its result could not be read "
                             f"({type(e).__name__}: {readable(str(e))[:200]}), so it is left out")
     return found, left_out
@@ -69,6 +69,14 @@ def status_of(check: dict) -> str:
 def who(result: dict) -> str:
     """The student, as text that can be written anywhere (undecodable bytes as U+FFFD)."""
     return readable(result.get("student") or result["key"])
+
+
+def name_of(result) -> str:
+    """``who``, for a result of any shape (a row or note that says it could not be shown)."""
+    try:
+        return who(result)
+    except Exception:               # noqa: BLE001 — its entry says what is wrong
+        return readable(result.get("key", "?") if isinstance(result, dict) else "?")
 
 
 def percent(result: dict) -> float:

@@ -10,9 +10,11 @@ per student with what ``grade --format text`` says (as Markdown), and ``lms-grad
 one row per student with points, percent, a one-line comment (the reason for a zero) and
 the feedback file. The page embeds each student's feedback too, so it works mailed alone.
 
-It degrades per student and per figure: a result that cannot be read (``classdata.load``),
-a feedback file or a figure that cannot be drawn, or attention maps that cannot be had,
-costs that entry, with a note at the top of the page, never the page.
+It degrades per student, per figure and per table: a result that cannot be read
+(``classdata.load``), a feedback file, a figure or a table that cannot be drawn, or attention
+maps that cannot be had, costs that entry, with a note at the top of the page, never the
+page; a student's row that cannot be drawn (``page``; ``lms.lms_csv`` likewise) becomes a
+row that says so.
 
 The attention maps come from the student's own module, run in a sandbox through the
 existing ``mha`` probe (its ``weights``): the report never imports student code itself.
@@ -31,7 +33,8 @@ from pathlib import Path
 import torch
 
 from . import classdata, figures
-from .classdata import lost as _lost, percent as _percent, status_of, who as _who, zero_reason
+from .classdata import (lost as _lost, name_of, percent as _percent, status_of,
+                        who as _who, zero_reason)
 from .files import write_atomic
 from .lms import MARKS, feedback_markdown, feedback_name, lms_csv, write_feedback  # noqa: F401
 from .parts import AREAS, part_of
@@ -248,13 +251,19 @@ pre{white-space:pre-wrap;max-width:40rem}.notes{background:#fff4e0;padding:.3rem
 
 def page(results: list[dict], pngs: dict, chosen: dict, caption: str, *,
          feedback: dict | None = None, notes=()) -> str:
+    """The page. Each part that draws on the class's data is built on its own, and each
+    student's row too: one that fails (a result of a shape nobody foresaw) is left out with
+    a note, or becomes a row with a note, and the rest of the page is written."""
     e = html.escape
-    percents = [_percent(r) for r in results]
-    full = sum(p >= 99.995 for p in percents)
+    notes = list(notes)
+    summary = _section(notes, "the class's summary", _summary, results)
+    tables = [_section(notes, "the table of points lost per part", _parts_table, results),
+              _section(notes, "the table of recognised mistakes", _diagnosis_table, results),
+              _section(notes, "the attention maps' heading", _attention_section, chosen, pngs,
+                       caption),
+              _student_table(results, feedback or {})]
     parts = [f"<!doctype html><html lang='en'><meta charset='utf-8'><title>Class report</title>"
-             f"<style>{STYLE}</style><h1>Class report</h1>",
-             f"<p>{len(results)} submissions graded; mean {statistics.fmean(percents):.1f}%, "
-             f"median {statistics.median(percents):.1f}%, {full} with full marks.</p>"]
+             f"<style>{STYLE}</style><h1>Class report</h1>", summary]
     if notes:
         parts.append("<div class=notes><p>Left out of this report:</p><ul>"
                      + "".join(f"<li>{e(readable(n))}</li>" for n in notes) + "</ul></div>")
@@ -265,14 +274,34 @@ def page(results: list[dict], pngs: dict, chosen: dict, caption: str, *,
                       ("diagnoses.png", "Diagnosis codes by frequency")):
         if name in pngs:
             parts.append(_figure(pngs[name], alt))
-    parts.append(_parts_table(results))
-    parts.append(_diagnosis_table(results))
-    parts.append(f"<h2>Attention maps of {e(_key(chosen))}</h2>")
+    return "\n".join(parts + tables) + "\n</html>\n"
+
+
+def _section(notes: list[str], what: str, build, *args) -> str:
+    """One part of the page that draws on every student's data; one that cannot be built
+    is left out with a note (an unforeseen shape of some result), never the page."""
+    try:
+        return build(*args)
+    except Exception as e:          # noqa: BLE001 — one section's failure costs that section
+        notes.append(f"{what} could not be built ({type(e).__name__}: "
+                     f"{readable(str(e))[:200]}); the rest of the report is complete")
+        return ""
+
+
+def _summary(results: list[dict]) -> str:
+    percents = [_percent(r) for r in results]
+    full = sum(p >= 99.995 for p in percents)
+    return (f"<p>{len(results)} submissions graded; mean {statistics.fmean(percents):.1f}%, "
+            f"median {statistics.median(percents):.1f}%, {full} with full marks.</p>")
+
+
+def _attention_section(chosen: dict, pngs: dict, caption: str) -> str:
+    e = html.escape
+    parts = [f"<h2>Attention maps of {e(_key(chosen))}</h2>"]
     if "attention.png" in pngs:
         parts.append(_figure(pngs["attention.png"], f"Per-head attention of {_key(chosen)}"))
     parts.append(f"<p>{e(readable(caption))}</p>")
-    parts.append(_student_table(results, feedback or {}))
-    return "\n".join(parts) + "\n</html>\n"
+    return "\n".join(parts)
 
 
 def _figure(png: bytes, alt: str) -> str:
@@ -306,15 +335,33 @@ def _diagnosis_table(results: list[dict]) -> str:
 def _student_table(results: list[dict], feedback: dict) -> str:
     """Every submission, lowest first; its feedback is in the page (a mailed page has no
     folder beside it), and the file it is also in is named."""
-    e = html.escape
     rows = []
-    for r in sorted(results, key=lambda r: (_percent(r), r["key"])):
-        said = zero_reason(r) or ", ".join(str(d["code"]) for d in r.get("diagnoses", []))
-        name = feedback.get(r["key"])
-        text = (f"<details><summary>feedback</summary><p>also in <code>feedback/{e(name)}</code>"
-                f"</p><pre>{e(feedback_markdown(r))}</pre></details>" if name else
-                "no feedback file (see the notes above)")
-        rows.append(f"<tr><td>{e(_who(r))}</td><td class=num>{r['score']:g} / "
-                    f"{r['max_score']:g}</td><td>{e(readable(said))}</td><td>{text}</td></tr>")
+    for r in sorted(results, key=_row_order):
+        try:
+            rows.append(_student_row(r, feedback))
+        except Exception as ex:     # noqa: BLE001 — one student's bad data costs that row
+            rows.append(f"<tr><td>{html.escape(name_of(r))}</td><td colspan=3>this entry "
+                        f"could not be shown ({type(ex).__name__}: "
+                        f"{html.escape(readable(str(ex))[:200])}); its result file is in "
+                        "results/</td></tr>")
     return ("<h2>Submissions, lowest score first</h2><table><tr><th>student</th><th>score</th>"
             f"<th>diagnoses, or why no points</th><th>feedback</th></tr>{''.join(rows)}</table>")
+
+
+def _student_row(r: dict, feedback: dict) -> str:
+    e = html.escape
+    said = zero_reason(r) or ", ".join(str(d["code"]) for d in r.get("diagnoses", []))
+    name = feedback.get(r["key"])
+    text = (f"<details><summary>feedback</summary><p>also in <code>feedback/{e(name)}</code>"
+            f"</p><pre>{e(feedback_markdown(r))}</pre></details>" if name else
+            "no feedback file (see the notes above)")
+    return (f"<tr><td>{e(_who(r))}</td><td class=num>{r['score']:g} / {r['max_score']:g}</td>"
+            f"<td>{e(readable(said))}</td><td>{text}</td></tr>")
+
+
+def _row_order(r: dict) -> tuple:
+    """Lowest score first; a result whose score cannot be read comes last."""
+    try:
+        return (0, _percent(r), str(r["key"]))
+    except Exception:               # noqa: BLE001 — its row says what is wrong
+        return (1, 0.0, name_of(r))

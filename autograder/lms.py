@@ -17,7 +17,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .classdata import percent, status_of, who, zero_reason
+from .classdata import name_of, percent, status_of, who, zero_reason
 from .files import write_atomic
 from .writers.escape import code_span, csv_cell, markdown
 
@@ -80,8 +80,8 @@ def write_feedback(results: list[dict], folder: Path) -> tuple[dict[str, str], l
             name = feedback_name(r)
             write_atomic(str(folder / name), feedback_markdown(r))
             names[r["key"]] = name
-        except (OSError, ValueError, TypeError, KeyError) as e:
-            notes.append(f"{who(r)}: no feedback file ({type(e).__name__}: {e})")
+        except Exception as e:      # noqa: BLE001 — one student's data costs their file
+            notes.append(f"{name_of(r)}: no feedback file ({type(e).__name__}: {e})")
     return names, notes
 
 
@@ -95,12 +95,20 @@ def lms_csv(results: list[dict], feedback: dict[str, str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(LMS_COLUMNS)
-    for r in sorted(results, key=who):
-        codes = sorted({str(d["code"]) for d in r.get("diagnoses", [])})
-        comment = zero_reason(r) or ("mistakes found: " + ", ".join(codes) if codes else "")
-        name = feedback.get(r["key"])
-        writer.writerow([csv_cell(v) for v in (
-            who(r), str(r.get("assignment", "")), f"{float(r.get('score', 0)):g}",
-            f"{float(r.get('max_score', 0)):g}", f"{percent(r):.1f}", " ".join(comment.split()),
-            f"feedback/{name}" if name else "")])
+    for r in sorted(results, key=name_of):
+        try:
+            row = _lms_row(r, feedback)
+        except Exception as e:      # noqa: BLE001 — one student's data costs their row
+            row = (name_of(r), "", "", "", "", f"this result could not be read "
+                   f"({type(e).__name__}); see its file in results/", "")
+        writer.writerow([csv_cell(v) for v in row])
     return buffer.getvalue()
+
+
+def _lms_row(r: dict, feedback: dict[str, str]) -> tuple:
+    codes = sorted({str(d["code"]) for d in r.get("diagnoses", [])})
+    comment = zero_reason(r) or ("mistakes found: " + ", ".join(codes) if codes else "")
+    name = feedback.get(r["key"])
+    return (who(r), str(r.get("assignment", "")), f"{float(r.get('score', 0)):g}",
+            f"{float(r.get('max_score', 0)):g}", f"{percent(r):.1f}", " ".join(comment.split()),
+            f"feedback/{name}" if name else "")

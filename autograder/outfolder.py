@@ -124,9 +124,12 @@ GRADES_COLUMNS = ("student", "assignment", "score", "max_score", "status", "diag
 def write_grades(out: Path, jobs: list) -> None:
     """grades.csv, one row per student found, from the result files on disk. Every cell is
     UTF-8 (a file name's undecodable bytes as U+FFFD) and none is one a spreadsheet would
-    run as a formula (``writers.escape.csv_cell``: an id such as ``=HYPERLINK(...)``)."""
+    run as a formula (``writers.escape.csv_cell``: an id such as ``=HYPERLINK(...)``).
+    Rows end in CRLF (RFC 4180), so a cell holding a CR is quoted: with LF endings the csv
+    module left it bare, and readers split the row there (the id ``\\r+3+4`` became a row
+    beginning ``+3+4``)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(GRADES_COLUMNS)
     for job in jobs:
         writer.writerow([csv_cell(v) for v in _grades_row(out, job)])

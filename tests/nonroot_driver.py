@@ -40,6 +40,10 @@ PROBE = textwrap.dedent('''
             sock = True
         except OSError:
             sock = False
+        # io_uring_setup(1, NULL): EFAULT where the call is allowed, EPERM where refused (a
+        # ring's IORING_OP_SOCKET would make sockets without the socket call)
+        uring = libc.syscall(425, 1, None)
+        uring = "refused" if uring == -1 and ctypes.get_errno() == 1 else "allowed"
         with open("/proc/self/cgroup") as f:
             groups = f.read()
         return repr({"CapEff": int(status["CapEff"], 16), "CapPrm": int(status["CapPrm"], 16),
@@ -47,7 +51,7 @@ PROBE = textwrap.dedent('''
                      "ppid": os.getppid(), "procs": sorted(p for p in os.listdir("/proc")
                                                           if p.isdigit()),
                      "umount": umount, "remount": remount, "shm": shm, "memfd": memfd,
-                     "socket": sock,
+                     "socket": sock, "io_uring": uring,
                      "cgroup": "autograder-" in groups})
 ''')
 

@@ -5,7 +5,6 @@ and a class of hostile ids gets a result, a feedback file and safe CSV rows each
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 from pathlib import Path
@@ -122,13 +121,15 @@ def test_a_course_secret_that_cannot_be_read_is_refused(tmp_path, monkeypatch, c
 
 
 HOSTILE = ["$\\left($", '=HYPERLINK("x","y")', "@SUM(1+1)", "+1+2", "-3+4",
-           "<img src=x onerror=alert(1)>", "张伟", "李娜", "Zoë", "Zoé", "Zoe\u0301"]
+           "<img src=x onerror=alert(1)>", "张伟", "李娜", "Zoë", "Zoé", "Zoe\u0301",
+           "\t=1+2", "\r+3+4", "\ttab"]       # a file name may begin with a tab or a CR
 
 
 def test_a_class_of_hostile_ids(tmp_path):
-    """Ids that are math text, formulas, HTML, bytes that are not UTF-8 and non-ASCII
-    near-twins: batch and report exit 0, one feedback file per student, no CSV cell that a
-    spreadsheet would run, nothing of theirs live in the page."""
+    """Ids that are math text, formulas (some behind a tab or a CR), HTML, bytes that are not
+    UTF-8 (a file's stem and a folder's name) and non-ASCII near-twins: batch and report
+    exit 0, one feedback file per student, no CSV cell that a spreadsheet would run, nothing
+    of theirs live in the page."""
     pytest.importorskip("matplotlib", reason="the report needs the 'report' extra")
     folder = os.fsencode(tmp_path / "class")
     os.makedirs(folder)
@@ -137,6 +138,10 @@ def test_a_class_of_hostile_ids(tmp_path):
         code = REFERENCE if index < 2 else f"x = {index}\n"
         with open(os.path.join(folder, name + b".py"), "w", encoding="utf-8") as f:
             f.write(code)
+    names.append(b"folder\xfe\xff")                  # a Classroom clone's folder, not UTF-8
+    os.makedirs(os.path.join(folder, names[-1]))
+    with open(os.path.join(folder, names[-1], b"mha.py"), "w", encoding="utf-8") as f:
+        f.write("x = 0\n")
     out = tmp_path / "out"
     assert main(["batch", str(tmp_path / "class"), "--output", str(out), "--seed", "5",
                  "--device", "cpu"]) == 0
@@ -145,7 +150,8 @@ def test_a_class_of_hostile_ids(tmp_path):
     report = out / "report"
     assert len(list((report / "feedback").glob("*.md"))) == len(names)
     for table in (out / "grades.csv", report / "lms-grades.csv"):
-        rows = list(csv.reader(io.StringIO(table.read_text(encoding="utf-8"))))
+        with open(table, encoding="utf-8", newline="") as f:       # a CR inside a cell
+            rows = list(csv.reader(f))
         assert len(rows) == len(names) + 1
         bad = [cell for row in rows for cell in row if cell.lstrip(" ").startswith(FORMULA)]
         assert not bad, (table.name, bad)

@@ -218,6 +218,8 @@ def test_the_sandbox_has_nothing_left(graded):
     assert seen["umount"] == -1 and seen["remount"] == -1 and seen["shm"] == -1
     assert seen["memfd"] == seen["cgroup"]           # refused exactly where no cgroup counts it
     assert seen["socket"] == seen["cgroup"]          # a new socket too; the channel still works
+    if not seen["cgroup"]:                           # nor a socket made by an io_uring ring
+        assert seen["io_uring"] == "refused", seen
     limits = [n for n in probe["notes"] if n.startswith("sandbox limits in force")]
     assert [n for n in probe["notes"] if n not in limits] == [] and len(limits) == 1
     said = "counted by a cgroup" if seen["cgroup"] else "new sockets and new namespaces refused"

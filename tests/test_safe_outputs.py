@@ -138,6 +138,47 @@ def test_the_report_degrades_per_student_and_per_figure(tmp_path, monkeypatch):
     assert "<img src=x" not in page and "&lt;img src=x onerror" in page
 
 
+def _odd(key: str) -> dict:
+    """A result of a shape nobody foresaw that still passes ``classdata.checked``: a blocked
+    check whose ``blocked_by`` is a number, not a list of names."""
+    result = _result(key, 0.0)
+    result["checks"][0]["blocked_by"] = 5
+    return result
+
+
+def test_one_students_row_of_an_unforeseen_shape_costs_only_that_row():
+    """Is the page built around a row that cannot be drawn (the feedback named, as if its
+    file were written), with that row saying so and every other student's feedback in it?"""
+    results = [_result(k, i % 3) for i, k in enumerate(("amy", "ben", "cy"))] + [_odd("odd")]
+    feedback = {r["key"]: f"{r['key']}.md" for r in results}
+    page = classreport.page(results, {}, results[0], "no maps", feedback=feedback)
+    assert page.count("<details>") == 3 and page.endswith("</html>\n")
+    row = next(line for line in page.split("<tr>") if line.startswith("<td>odd</td>"))
+    assert "this entry could not be shown (TypeError" in row, row
+
+
+def test_a_result_of_an_unforeseen_shape_costs_only_that_student(tmp_path, monkeypatch):
+    """A score written as a 401-digit integer (float() overflows) and the odd blocked_by:
+    the report is written, the first left out with a note, the second without a feedback
+    file (a note says why) but with its rows, every other student complete."""
+    pytest.importorskip("matplotlib", reason="the report needs the 'report' extra")
+    out = tmp_path / "out"
+    for i, key in enumerate(("amy", "ben", "cy")):
+        _write(out, _result(key, i % 3))
+    _write(out, _odd("odd"))
+    (out / "results" / "huge.json").write_text(
+        json.dumps({k: v for k, v in _result("huge", 1.0).items() if k != "key"})
+        .replace('"score": 1.0', '"score": 1' + "0" * 400))
+    monkeypatch.setattr(classreport, "attention_weights", lambda *a, **k: (None, "no maps"))
+    index = Path(classreport.build(out))
+    page = index.read_text(encoding="utf-8")
+    assert "huge: its result could not be read (OverflowError" in page
+    assert "odd: no feedback file (TypeError" in page and page.count("<details>") == 3
+    assert len(list((index.parent / "feedback").iterdir())) == 3
+    rows = list(csv.reader(io.StringIO((index.parent / "lms-grades.csv").read_text())))
+    assert [r[0] for r in rows[1:]] == ["amy", "ben", "cy", "odd"]
+
+
 def test_a_figure_that_fails_costs_only_that_figure(tmp_path, monkeypatch):
     """Does a figure that raises leave a note and the rest of the page?"""
     pytest.importorskip("matplotlib", reason="the report needs the 'report' extra")

@@ -576,6 +576,52 @@ def test_reduced_isolation_is_reported():
     assert any(n.startswith("cwd /tmp/autograder-sandbox-") for n in notes)   # its own cwd
 
 
+#: In a child: the io_uring calls and a new socket before and after the sandbox's seccomp
+#: filter (as installed where no cgroup counts a sandbox's pages), and a socket pair made
+#: before it (the sandbox's channel) still carrying bytes after.
+SECCOMP_CHILD = """
+import ctypes, json, socket, sys
+sys.path.insert(0, sys.argv[1])
+import jail
+libc = jail.libc
+def calls():
+    seen = {}
+    for nr, args in ((425, (1, None)), (426, (-1, 0, 0, 0, None, 0)), (427, (-1, 0, None, 0))):
+        seen[nr] = ctypes.get_errno() if libc.syscall(nr, *args) == -1 else 0
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+        seen["socket"] = 0
+    except OSError as e:
+        seen["socket"] = e.errno
+    return seen
+channel = socket.socketpair()
+before = calls()
+jail.refuse_memfd()
+after = calls()
+channel[0].sendall(b"ok")
+print(json.dumps({"before": before, "after": after, "channel": channel[1].recv(2).decode()}))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="the filter's "
+                    "tables know x86_64 and aarch64")
+def test_the_seccomp_filter_refuses_io_uring_and_keeps_the_channel():
+    """Where no cgroup counts a sandbox's pages, io_uring_setup, _enter and _register get
+    EPERM like socket (a ring's IORING_OP_SOCKET makes sockets without the socket call);
+    the channel made before the filter still works."""
+    import errno
+    run = subprocess.run([sys.executable, "-c", SECCOMP_CHILD,
+                          str(ROOT / "autograder" / "sandbox")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout)
+    assert seen["after"] == {"425": errno.EPERM, "426": errno.EPERM, "427": errno.EPERM,
+                             "socket": errno.EPERM}, seen
+    assert seen["before"]["socket"] == 0 and seen["channel"] == "ok", seen
+    if seen["before"]["425"] == errno.EPERM:
+        pytest.skip("io_uring is disabled on this machine: the refusal is the kernel's here")
+
+
 def test_outputs_are_drained_concurrently():
     """Two pipes written alternately by a child: both drained while it writes (no deadlock)."""
     out_r, out_w = os.pipe()

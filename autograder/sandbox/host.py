@@ -294,7 +294,7 @@ def limits_note(config: dict, cgroup: bool, notes: list[str]) -> str:
     else:
         memory = (f"memory {gib:g} GiB for all its processes together, counted by the grader's "
                   "watch of their sizes (no cgroup here); "
-                  + ("memfd, new sockets and new namespaces refused (seccomp), so no memory "
+                  + ("memfd, io_uring, new sockets and new namespaces refused (seccomp), so no memory "
                      "escapes that count" if refused else "memfd and new sockets NOT refused"))
     names = {"RLIMIT_CPU": "CPU {} s", "RLIMIT_NPROC": "{} processes", "RLIMIT_NOFILE":
              "{} open files", "RLIMIT_FSIZE": "files up to {}", "RLIMIT_AS": "address space {}"}

@@ -24,9 +24,10 @@ sandbox left with reduced isolation, and it says so.
 Memory that no process's size shows (System V shared memory, memfd) is capped here too:
 ``cap_sysv_shm`` sets the sandbox's own IPC namespace's limits to zero, and
 ``refuse_memfd`` installs a seccomp filter that answers ``memfd_create`` with EPERM, and
-refuses new user and IPC namespaces, in which the sandbox could mount an unbounded tmpfs or
-have uncapped shared memory (used where no cgroup charges such pages to the sandbox: see
-``cgroups``).
+refuses new sockets (``socket``, ``socketpair`` and io_uring, whose rings make sockets
+without the socket call) and new user and IPC namespaces, in which the sandbox could mount
+an unbounded tmpfs or have uncapped shared memory (used where no cgroup charges such pages
+to the sandbox: see ``cgroups``).
 
 Imported inside the zygote and the sandbox as the top-level module ``jail``: it imports
 nothing from the grader.
@@ -319,6 +320,11 @@ SYSCALLS = {0xC000003E: ((319, 447), (272, 56), 435),      # x86_64
 #: Per seccomp_data.arch: socket and socketpair (i386: also socketcall, which multiplexes
 #: them; nothing here makes 32-bit calls).
 SOCKET_CALLS = {0xC000003E: (41, 53), 0x40000003: (102, 359, 360), 0xC00000B7: (198, 199)}
+#: io_uring_setup, io_uring_enter and io_uring_register: the same numbers on all three (the
+#: table shared since 5.1). Refused with the rest, whatever ``sockets`` says: a ring's
+#: IORING_OP_SOCKET (and OP_ACCEPT) makes sockets without the socket call, and nothing the
+#: sandbox runs (Python, torch) uses io_uring.
+IO_URING_CALLS = (425, 426, 427)
 X32_BIT = 1 << 30                 #: x86_64's x32 calls: refused outright (nothing here uses them)
 NEW_NAMESPACES = CLONE_NEWUSER | CLONE_NEWIPC     #: flags refused in unshare and clone
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -340,7 +346,8 @@ def _memfd_filter(sockets: bool = True) -> list[tuple[int, int, int, int]]:
     namespace of its own would let the sandbox mount an unbounded tmpfs, an IPC namespace
     of its own would have uncapped shared memory), and, with ``sockets``, socket and
     socketpair (connections nobody accepts hold kernel memory that no process's size shows:
-    the sandbox keeps the one channel it already has); clone3, whose flags a filter cannot
+    the sandbox keeps the one channel it already has); the io_uring calls, always (a ring
+    makes sockets without the socket call); clone3, whose flags a filter cannot
     read, answers ENOSYS, so the C library falls back to clone. Everything else is allowed.
     Jumps are forward offsets, resolved to the labels "deny", "enosys" and "flags:ARCH"."""
     program: list = [(_LD_ABS, 0, 0, 4)]                                    # arch
@@ -350,6 +357,7 @@ def _memfd_filter(sockets: bool = True) -> list[tuple[int, int, int, int]]:
             block.append((_JGE, "deny", 0, X32_BIT))
         block += [(_JEQ, "deny", 0, n) for n in memfd]
         block += [(_JEQ, "deny", 0, n) for n in SOCKET_CALLS[arch] if sockets]
+        block += [(_JEQ, "deny", 0, n) for n in IO_URING_CALLS]
         block += [(_JEQ, f"flags:{arch}", 0, n) for n in spawn]
         block += [(_JEQ, "enosys", 0, clone3), (_RET, 0, 0, _ALLOW)]
         block += [(f"flags:{arch}",), (_LD_ABS, 0, 0, 16),                 # args[0], low half
@@ -370,10 +378,11 @@ def _memfd_filter(sockets: bool = True) -> list[tuple[int, int, int, int]]:
 
 
 def refuse_memfd(sockets: bool = True) -> None:
-    """memfd_create, new user or IPC namespaces and (with ``sockets``) new sockets fail with
-    EPERM from now on, in this process and its children: an anonymous file's pages, and the
-    buffers of socket connections nobody accepts, are in no process's size. The sandbox's
-    channel to the grader exists before this, and stays. Needs no_new_privs."""
+    """memfd_create, io_uring, new user or IPC namespaces and (with ``sockets``) new sockets
+    fail with EPERM from now on, in this process and its children: an anonymous file's
+    pages, and the buffers of socket connections nobody accepts, are in no process's size.
+    The sandbox's channel to the grader exists before this, and stays. Needs
+    no_new_privs."""
     code = _memfd_filter(sockets)
     instructions = (_Instruction * len(code))(*code)
     program = _Program(len(code), instructions)
