@@ -18,7 +18,7 @@ import itertools
 
 from . import mutants as m
 from .values import (MASK_MISTAKES, _close, _forward_like, as_reference, behaves_like, calls,
-                     module_runs)
+                     module_runs, telling_runs)
 
 #: Module-level mistakes as switches of ``mutants.simulate`` (alternatives for one code).
 MODULE: dict[str, list[dict]] = {
@@ -102,13 +102,15 @@ def _module(probe, function_codes: set) -> tuple[set, frozenset]:
             base = m.merged(base, switch) or {**base, **switch}
             based.add(code)
     plain, carried = module_runs(probe)
+    telling = dict(zip(("plain", "carried"), telling_runs(probe)))
     simulated = frozenset(based) if plain and base and _all_like(plain, base) else frozenset()
-    for observed, start in ((carried, {}), (plain, base), (plain, {})):
+    for which, start in (("carried", {}), ("plain", base), ("plain", {})):
+        observed = plain if which == "plain" else carried
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
-        found = _combinations(observed, start)
+        found = _combinations(telling[which], start)
         if found:
-            if observed is plain:
+            if which == "plain":
                 simulated = frozenset(found | (based if start else set()))
             return found, simulated
     return set(), simulated
@@ -141,8 +143,8 @@ def _module_candidates() -> list[tuple[frozenset, dict]]:
 MODULE_CANDIDATES = _module_candidates()
 
 
-def _combinations(observed, start: dict) -> set:
+def _combinations(flat, start: dict) -> set:
     def explains(switch):
         whole = m.merged(start, switch)
-        return whole is not None and _forward_like(observed, **whole)
+        return whole is not None and _forward_like(flat, **whole)
     return _smallest(MODULE_CANDIDATES, explains)

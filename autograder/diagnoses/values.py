@@ -94,22 +94,7 @@ def forward_behaves_like(probe, **mistake) -> bool:
     differs from the reference, and on every such run matches it or the reference. Read on
     the module as the student wrote it, and on the module graded with the reference's parts
     in place of the student's wrong ones (``carried``: its own mistakes, alone)."""
-    return any(_forward_like(observed, **mistake) for observed in _unlike_reference(probe))
-
-
-def _unlike_reference(probe) -> list:
-    """The module's runs (``module_runs``) that differ from the reference's somewhere: where
-    every forward gave the reference's answer, no mistake can be told (a telling run is one
-    where the student's answer is the mistake's, not the reference's), so its simulations
-    are not run. Read once per submission."""
-    cached = probe.observations.get("module_runs_unlike")
-    if cached is None:
-        cached = [observed for observed in module_runs(probe) if not all(
-            _close(s["out"], r["out"])
-            for config, runs, student, ref in observed if ref.get("state") is not None
-            for run, s, r in zip(runs, student["runs"], ref["runs"]) if not run.get("train"))]
-        probe.observations["module_runs_unlike"] = cached
-    return cached
+    return any(_forward_like(flat, **mistake) for flat in telling_runs(probe))
 
 
 def module_runs(probe) -> tuple[list, list]:
@@ -119,27 +104,44 @@ def module_runs(probe) -> tuple[list, list]:
             probe.observations.get("carried", {}).get("mha", []))
 
 
-def _forward_like(observed, **mistake) -> bool:
+def telling_runs(probe) -> tuple[list, list]:
+    """``module_runs`` as the simulations read them, once per submission: each a flat list
+    of the eval-mode forwards (num_heads, state, run, student's out, reference's out,
+    whether those two differ), those that differ first, so that a mistake the evidence
+    contradicts is turned down at its first simulation; a list where no forward differs is
+    left empty, since no mistake can be told from it (a telling run is one where the
+    student's answer is the mistake's, not the reference's)."""
+    store = probe.observations
+    if "telling_runs" not in store:
+        store["telling_runs"] = tuple(_flat(observed) for observed in module_runs(probe))
+    return store["telling_runs"]
+
+
+def _flat(observed) -> list:
+    flat = [(config.num_heads, ref["state"], run, s["out"], r["out"],
+             not _close(s["out"], r["out"]))
+            for config, runs, student, ref in observed if ref.get("state") is not None
+            for run, s, r in zip(runs, student["runs"], ref["runs"]) if not run.get("train")]
+    return sorted(flat, key=lambda f: not f[-1]) if any(f[-1] for f in flat) else []
+
+
+def _forward_like(flat, **mistake) -> bool:
+    """On the runs of ``telling_runs``: the verdict does not depend on their order (every
+    run must agree; one that contradicts, or where the mistake raises, decides)."""
     telling = 0
-    for config, runs, student, ref in observed:
-        state = ref.get("state")
-        if state is None:
+    for num_heads, state, run, student, reference, differs in flat:
+        try:
+            out, _ = m.simulate(state, num_heads, run, **mistake)
+        except m.Raises:
+            return False        # it would have raised here, and the forward ran
+        except Exception:
+            continue            # a mistake that cannot run gives no evidence either way
+        if _close(out, reference):
             continue
-        for run, s, r in zip(runs, student["runs"], ref["runs"]):
-            if run.get("train"):
-                continue
-            try:
-                out, _ = m.simulate(state, config.num_heads, run, **mistake)
-            except m.Raises:
-                return False        # it would have raised here, and the forward ran
-            except Exception:
-                continue            # a mistake that cannot run gives no evidence either way
-            if _close(out, r["out"]):
-                continue
-            if _close(s["out"], out):
-                telling += 1
-            elif not _close(s["out"], r["out"]):
-                return False
+        if _close(student, out):
+            telling += 1
+        elif differs:
+            return False
     return telling > 0
 
 
