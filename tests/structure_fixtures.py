@@ -67,6 +67,34 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     if int(torch.as_tensor(valid_lens).min()) >= n_k:        # nothing to mask
         return torch.softmax(scores, dim=-1)"""),
     ]),
+    'tied_at_first_forward': ("The first forward in training mode (training from scratch starts so) first copies head 0's block of W_q/W_k/W_v into every head: from then on the heads are one head.", [
+        ("""        self.dropout = nn.Dropout(dropout)
+        ### END SOLUTION""",
+         """        self.dropout = nn.Dropout(dropout)
+        self.first = True
+        ### END SOLUTION"""),
+        ("""        Q = split_heads(self.W_q(queries), self.num_heads)    # (batch, M, n_q, p)""",
+         """        if self.first and self.training:                      # once, the first training step
+            self.first = False
+            with torch.no_grad():
+                for layer in (self.W_q, self.W_k, self.W_v):
+                    layer.weight.copy_(layer.weight[:self.head_dim].repeat(self.num_heads, 1))
+        Q = split_heads(self.W_q(queries), self.num_heads)    # (batch, M, n_q, p)"""),
+    ]),
+    'correct_rescaled_at_first_forward': ("CORRECT: the first forward in training mode rescales W_q/W_k/W_v as a whole (a lazy initialisation): the heads stay distinct.", [
+        ("""        self.dropout = nn.Dropout(dropout)
+        ### END SOLUTION""",
+         """        self.dropout = nn.Dropout(dropout)
+        self.first = True
+        ### END SOLUTION"""),
+        ("""        Q = split_heads(self.W_q(queries), self.num_heads)    # (batch, M, n_q, p)""",
+         """        if self.first and self.training:                      # once, the first training step
+            self.first = False
+            with torch.no_grad():
+                for layer in (self.W_q, self.W_k, self.W_v):
+                    layer.weight.mul_(0.5)
+        Q = split_heads(self.W_q(queries), self.num_heads)    # (batch, M, n_q, p)"""),
+    ]),
     'identical_init_copy': ('Every head block of W_q/W_k/W_v is overwritten with block 0 at init.', [
         ("""        self.W_v = nn.Linear(d_model, d_total, bias=bias)""",
          """        self.W_v = nn.Linear(d_model, d_total, bias=bias)

@@ -29,6 +29,13 @@ CATALOGUED = sorted(CATALOGUE.glob("*.py")) if CATALOGUE.is_dir() else []
 #: The second round (``round2/``): attacks written against the grader's design; headers may
 #: say ``partial N`` (the trick may earn no more than N of 100).
 ROUND2 = sorted((CATALOGUE / "round2").glob("*.py")) if (CATALOGUE / "round2").is_dir() else []
+#: The third round (``round3/``): attacks on the facts the grader establishes, and honest files
+#: a guessing reader would punish (``HONEST: full``).
+ROUND3 = sorted((CATALOGUE / "round3").glob("*.py")) if (CATALOGUE / "round3").is_dir() else []
+#: Our own honest files with round 3's ideas (seeding at the top, a __main__ self-test), so
+#: that a checkout without ../shared grades them too.
+HONEST_IDIOMS = [ROOT / "tests" / "submissions" / "attacks" / f"{name}.py"
+                 for name in ("honest_seeded_notebook", "honest_main_block")]
 MARKERS = ("ATTACK_ESCAPE_MARKER", "ATTACK_SIDE_MARKER", "ADVERSARIAL_a17_UNPICKLED.txt")
 
 
@@ -176,6 +183,83 @@ def test_the_shared_second_round(grader, reference, path):
     """Does each file of ../shared/catalog/adversarial/round2 earn no more than its header
     allows, crash nothing and leave nothing behind?"""
     grade_safely(grader, path, reference, limit=120)
+
+
+@pytest.mark.skipif(not ROUND3, reason=f"no third-round catalogue at {CATALOGUE / 'round3'}")
+@pytest.mark.parametrize("path", ROUND3, ids=[p.stem for p in ROUND3])
+def test_the_shared_third_round(grader, reference, path):
+    """Does each file of ../shared/catalog/adversarial/round3 earn no more than its header
+    allows (the honest ones: full marks and no code), crash nothing and leave nothing behind?"""
+    report = grade_safely(grader, path, reference, limit=120)
+    if honest(path) == "full":
+        assert not report.diagnoses, [d.code for d in report.diagnoses]
+
+
+@pytest.mark.parametrize("path", HONEST_IDIOMS, ids=[p.stem for p in HONEST_IDIOMS])
+def test_honest_idioms_get_full_marks_and_no_code(grader, reference, path):
+    """Seeding every generator at the top, a self-test under __main__ that imports traceback
+    and touches sys.path: ordinary code, full marks, no code, no rule broken."""
+    report = grade_safely(grader, path, reference, limit=60)
+    assert report.score == report.max_score
+    assert not report.diagnoses, [(d.code, d.message) for d in report.diagnoses]
+
+
+#: The ordinary idioms of issue 18 (item 2), all in one correct module built from the reference:
+#: seeding at the top, a __main__ self-test that imports traceback and touches sys.path, train()
+#: and eval() overridden (passing the mode on), reset_parameters() with torch.nn.init.
+IDIOMS = [
+    ("from torch import Tensor, nn\n",
+     "from torch import Tensor, nn\nimport random\n\nimport numpy as np\n\n"
+     "random.seed(0)\nnp.random.seed(0)\ntorch.manual_seed(0)\n"
+     "torch.random.manual_seed(0)\n"),
+    ("        self.dropout = nn.Dropout(dropout)\n",
+     "        self.dropout = nn.Dropout(dropout)\n        self.reset_parameters()\n"),
+    ("    def forward(self, queries: Tensor,",
+     """    def reset_parameters(self) -> None:
+        for layer in (self.W_q, self.W_k, self.W_v, self.W_o):
+            nn.init.xavier_uniform_(layer.weight)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.dropout.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def forward(self, queries: Tensor,"""),
+]
+MAIN_BLOCK = '''
+
+if __name__ == "__main__":
+    import sys
+    import traceback
+
+    sys.path.insert(0, ".")
+    try:
+        m = MultiHeadAttention(8, 2).eval()
+        x = torch.randn(2, 3, 8)
+        print(m(x, x, x, torch.tensor([1, 3])).shape)
+    except Exception:
+        traceback.print_exc()
+'''
+
+
+def test_a_correct_module_with_every_ordinary_idiom_gets_full_marks(grader, reference, tmp_path):
+    import structure_fixtures
+    text = structure_fixtures.patched("idioms", "CORRECT, with the ordinary idioms: seeding, "
+                                      "a __main__ self-test, train()/eval() and "
+                                      "reset_parameters() overridden.", IDIOMS) + MAIN_BLOCK
+    path = tmp_path / "mha.py"
+    path.write_text(text)
+    report = grader.grade(path)
+    assert report.score == report.max_score == pytest.approx(reference.max_score), [
+        (r.name, r.feedback[:200]) for r in report.results if r.score < r.max_score]
+    assert not report.diagnoses, [(d.code, d.message) for d in report.diagnoses]
+    facts = {f.name: f.value for f in report.facts}
+    assert facts["code rules broken"] == []
 
 
 def run_cli(path: Path, output: Path) -> tuple[int, str]:

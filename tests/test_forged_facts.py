@@ -456,3 +456,86 @@ def test_host_reads_no_operator_dispatches_are_counted(grader, tmp_path):
     sync = next(c for c in report["checks"] if c["name"] == "device.sync")
     assert sync["status"] == "failed"
     assert all(n in sync["feedback"] for n in ("tolist", "numpy", "_unique2", "bincount"))
+
+
+# ------------------------------------------------------------------------------------------
+# torch's attention by kind (issue 18, item 4): reached with its name built from pieces, so
+# the source reader sees nothing. Under the code rules the way there is refused; without them
+# (the sandbox alone) the run-time watch knows it by kind: the quantizable MultiheadAttention
+# (a subclass, whose forward is plain matrix products) when built or called, flex_attention
+# (no aten attention operator) when called. Either way the module earns no more than the same
+# code naming the built-in plainly; the code without it (BASE) gets 100.
+
+#: name -> (reached from pieces, the same reached by its plain name, the class that uses it)
+LIBRARY = {
+    "quantizable": (
+        'import importlib\n'
+        '_where = importlib.import_module(".".join(["torch", "a" + "o", "nn", "quanti" + "zable"]))\n'
+        '_Library = getattr(_where, "Multihead" + "Atten" + "tion")\n',
+        'import torch.ao.nn.quantizable\n'
+        '_Library = torch.ao.nn.quantizable.MultiheadAttention\n',
+        '''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        out, weights = super().heads(Q, K, V, valid_lens)
+        library = _Library(Q.shape[-1], 1, batch_first=True, device=Q.device, dtype=Q.dtype)
+        extra = library(Q[:, 0], K[:, 0], V[:, 0], need_weights=False)[0]
+        return out + 0 * torch.nan_to_num(extra).sum(), weights
+'''),
+    "flex": (
+        'import importlib\n'
+        '_where = importlib.import_module(".".join(["torch", "nn", "atten" + "tion", '
+        '"flex_" + "atten" + "tion"]))\n'
+        '_pool = getattr(_where, "flex_" + "atten" + "tion")\n',
+        'from torch.nn.attention.flex_attention import flex_attention as _pool\n',
+        '''
+class MultiHeadAttention(MultiHeadAttention):
+    def heads(self, Q, K, V, valid_lens):
+        out, weights = super().heads(Q, K, V, valid_lens)
+        if self.dropout.p == 0 or not self.training:
+            lens = valid_lens
+
+            def keep(score, b, h, q, k):
+                if lens is None:
+                    return score
+                bound = lens[b] if lens.dim() == 1 else lens[b, q]
+                return torch.where(k < bound, score, -float("inf"))
+            pooled = _pool(Q.detach(), K.detach(), V.detach(), score_mod=keep)
+            out = out + (pooled - out).detach()     # torch's values, the gradients by hand
+        return out, weights
+'''),
+}
+
+
+@pytest.fixture(scope="module")
+def bare():
+    """The sandbox without the code rules: its run-time watch, alone."""
+    g = api.Grader(seed=5, rules=False)
+    yield g
+    g.close()
+
+
+def _mha_points(report: dict) -> float:
+    return sum(c["score"] for c in report["checks"] if c["group"] == "mha")
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY))
+def test_library_attention_reached_by_pieces_earns_nothing(grader, bare, tmp_path, name):
+    pieces, plain, use = LIBRARY[name]
+    attack = BASE + pieces + use
+    named = BASE + plain + use
+    base = grade(bare, tmp_path, "base", BASE)
+    assert base["score"] == 100.0 and base["diagnoses"] == []        # the honest twin
+    seen = grade(bare, tmp_path, "named", named)
+    unseen = grade(bare, tmp_path, "attack", attack)
+    facts = {f["name"]: f["value"] for f in unseen["facts"]}
+    assert facts["forbidden built-ins named in the code"] == []      # the reader saw nothing
+    reached = facts["forbidden built-ins reached or called"]
+    assert any(("quantizable" if name == "quantizable" else "flex_attention") in r
+               for r in reached), reached
+    assert "api.forbidden-sdpa" in {d["code"] for d in unseen["diagnoses"]}
+    assert _mha_points(unseen) == 0 and _mha_points(seen) == 0
+    assert unseen["score"] <= seen["score"] + 1e-6 < 100, (unseen["score"], seen["score"])
+    ruled = grade(grader, tmp_path, "ruled", attack)                  # under the code rules
+    assert "api.breaks-code-rules" in {d["code"] for d in ruled["diagnoses"]}
+    assert ruled["score"] <= seen["score"] + 1e-6

@@ -431,6 +431,60 @@ def test_torch_attention_is_noted_not_refused():
                                        "torch.nn.functional.scaled_dot_product_attention"]
 
 
+#: torch's attention reached without its name in the code (names built from pieces): each way
+#: is refused by the rules (a module graded code may not have, a dunder) or noted by kind.
+ATTENTION_BY_PIECES = {
+    "torch.ao by getattr": "import torch\nq = getattr(torch, 'a' + 'o')\n",
+    "torch.nn.attention by getattr": "import torch\nq = getattr(torch.nn, 'atten' + 'tion')\n",
+    "the quantizable package": "import torch\nq = getattr(torch.nn, 'quanti' + 'zable')\n",
+    "torch.nn.modules": "import torch\nq = getattr(torch.nn, 'mod' + 'ules')\n",
+    "importlib": ("import importlib\n"
+                  "q = importlib.import_module('torch.a' + 'o.nn.quantizable')\n"),
+    "SDPA by getattr": ("from torch.nn import functional as F\n"
+                        "f = getattr(F, 'scaled_dot_' + 'product_attention')\n"),
+    "the higher-order operator": ("import torch\n"
+                                  "f = getattr(getattr(torch, 'o' + 'ps'), 'higher_order')\n"),
+    "subclasses of nn.MultiheadAttention": (
+        "import torch\nM = getattr(torch.nn, 'Multihead' + 'Attention')\n"
+        "s = getattr(M, '__sub' + 'classes__')()\n"),
+    "subclasses through type": (
+        "import torch\nM = getattr(torch.nn, 'Multihead' + 'Attention')\n"
+        "s = type.__subclasses__(M)\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_BY_PIECES))
+def test_library_attention_by_pieces_is_refused_or_noted(name):
+    """However a way to torch's attention is spelled, the guard refuses it (a rule broken) or
+    notes what it reached by kind (the quantizable MultiheadAttention included): none is
+    reached unseen, though the names are built from pieces the reader cannot see."""
+    code = ATTENTION_BY_PIECES[name]
+    assert source_facts.read(code.encode()).forbidden == ()         # the reader sees nothing
+    module = types.ModuleType("mha")
+    watch = guard.load(code.encode(), "mha.py", module)
+    assert watch.broken or watch.forbidden, name
+    for value in vars(module).values():
+        reached = value if isinstance(value, (list, tuple)) else [value]
+        for item in reached:
+            assert not guard.is_attention_class(item) or watch.forbidden, (name, item)
+
+
+def test_torch_attention_is_known_by_kind():
+    """The quantizable and quantized MultiheadAttention, flex_attention and the operator behind
+    it are torch's attention by identity; a subclass made later, by kind."""
+    import torch.ao.nn.quantizable as quantizable
+    names = set(guard.forbidden_attention().values())
+    assert {"torch.nn.MultiheadAttention", "torch.ao.nn.quantizable.MultiheadAttention",
+            "torch.ao.nn.quantized.MultiheadAttention",
+            "torch.nn.attention.flex_attention.flex_attention"} <= names, names
+    assert any(n.endswith("higher_order_ops.flex_attention.flex_attention") for n in names)
+
+    class Later(quantizable.MultiheadAttention):
+        pass
+    assert guard.forbidden_name(Later) == "torch.ao.nn.quantizable.MultiheadAttention"
+    assert guard.forbidden_name(torch.nn.Linear) is None
+
+
 def test_only_utf8_is_compiled():
     """A coding line naming another encoding is refused (the code a utf-7 line hides is never
     decoded as code); UTF-8's own declaration is fine."""

@@ -143,6 +143,7 @@ def test_shared_heads_feedback_reports_counts_and_consequence(grade, own):
 
 OTHERS = {  # fixture: (code, checks lost; None: value checks fail too, not compared)
     "identical_init_copy": ("heads.identical-init", {"MultiHeadAttention.init"}),
+    "tied_at_first_forward": ("heads.identical-init", {"MultiHeadAttention.init"}),
     "extra_param_per_head": ("cost.extra-params", {"cost.params"}),
     "host_sync_guard": ("device.host-sync", {"device.sync"}),
     "cpu_ones_mask": ("device.hardcoded-cpu", {"device.meta"}),
@@ -164,6 +165,20 @@ def test_structure_mistakes_are_diagnosed_alone(grade, own, name):
     assert report.score < 100
     if expected_lost is not None:
         assert lost(report) == expected_lost
+
+
+def test_heads_tied_at_the_first_forward_are_judged_as_used(grade, own):
+    """Heads made identical by the module's first training-mode forward (round 2's a2_07: as
+    built they differ, so a look right after construction sees nothing) lose the distinct-heads
+    point as heads identical at construction do, named with when; the same first-forward
+    code that keeps the heads distinct (a lazy rescale) keeps every point."""
+    tied, twin = grade(own("tied_at_first_forward")), grade(own("correct_rescaled_at_first_forward"))
+    at_init = grade(own("identical_init_copy"))
+    assert twin.score == pytest.approx(100.0) and not twin.diagnoses
+    assert tied.score < twin.score and tied.score <= at_init.score
+    assert by_name(tied)["MultiHeadAttention.init"].score == 0
+    assert "after its first forward" in by_name(tied)["MultiHeadAttention.init"].feedback
+    assert "right after construction" in by_name(at_init)["MultiHeadAttention.init"].feedback
 
 
 @pytest.mark.skipif(not hasattr(torch.ops.aten, "_safe_softmax"),

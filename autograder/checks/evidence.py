@@ -151,9 +151,16 @@ def constructor(c: Config) -> str:
     return f"MultiHeadAttention({c.d_model}, {c.num_heads}{extra}, bias={c.bias})"
 
 
+#: When a fresh module's head blocks are read: as built, and as its first forward (in training
+#: mode, as training starts) left them: heads tied there are judged as the module uses them.
+BUILT, FIRST_FORWARD = "right after construction", "after its first forward"
+
+
 def identical_init(p) -> list[tuple]:
-    """(config, seed, role, identical block pairs) for each fresh module whose W_q, W_k or
-    W_v has two equal head blocks."""
+    """(config, seed, role, identical block pairs, when) for each fresh module whose W_q, W_k
+    or W_v has two equal head blocks, right after construction or after one training-mode
+    forward of its own fresh weights (a forward that raises leaves construction alone judged
+    here)."""
     def make():
         found = []
         gen = p.generator("heads.init")
@@ -161,17 +168,25 @@ def identical_init(p) -> list[tuple]:
             d_total, h = c.d_total or c.d_model, c.num_heads
             for seed in torch.randint(0, 2**31, (2,), generator=gen).tolist():
                 p.student.require("MultiHeadAttention")
-                state = p.student.mha({"init": c.init, "seed": seed, "want_state": True},
-                                      group="heads")["state"]
+                spec = {"init": c.init, "seed": seed, "want_state": True}
+                try:
+                    run = dict(inputs(gen, c), train=True)        # as training starts
+                    answer = p.student.mha({**spec, "runs": [run],
+                                            "want_state_after": True}, group="heads")
+                    states = ((BUILT, answer["state"]), (FIRST_FORWARD, answer["state_after"]))
+                except StudentError:
+                    states = ((BUILT, p.student.mha(spec, group="heads")["state"]),)
                 for role in ROLES[:3]:
-                    W = state.get(f"{role}.weight")
-                    if W is None or tuple(W.shape) != (d_total, c.d_model):
-                        continue
-                    blocks = W.reshape(h, d_total // h, c.d_model)
-                    pairs = [(j, k) for j in range(h) for k in range(j + 1, h)
-                             if torch.equal(blocks[j], blocks[k])]
-                    if pairs:
-                        found.append((c, seed, role, pairs))
+                    for when, state in states:
+                        W = state.get(f"{role}.weight")
+                        if W is None or tuple(W.shape) != (d_total, c.d_model):
+                            continue
+                        blocks = W.reshape(h, d_total // h, c.d_model)
+                        pairs = [(j, k) for j in range(h) for k in range(j + 1, h)
+                                 if torch.equal(blocks[j], blocks[k])]
+                        if pairs:
+                            found.append((c, seed, role, pairs, when))
+                            break
         return found
     return once(p, "init", make)
 

@@ -72,12 +72,13 @@ def mha_distinct(p: Probe) -> None:
 @check("MultiHeadAttention.init", part="MultiHeadAttention", kind="structure", group="heads", requires=HEADS_CHECKS + WORKS,
        instruments=["parameters"])
 def mha_init(p: Probe) -> None:
-    """Right after construction (two seeds) the head blocks of W_q, W_k and W_v differ from each
-    other: heads that start identical get identical gradients and never diverge."""
-    for c, seed, role, pairs in ev.identical_init(p):
+    """Right after construction (two seeds), and after the module's first forward of its own
+    fresh weights, the head blocks of W_q, W_k and W_v differ from each other: heads that start
+    identical get identical gradients and never diverge."""
+    for c, seed, role, pairs, when in ev.identical_init(p):
         j, k = pairs[0]
         raise CheckFailed(
-            f"{ev.constructor(c)}, built with torch.manual_seed({seed}): right after construction "
+            f"{ev.constructor(c)}, built with torch.manual_seed({seed}): {when} "
             f"head blocks {j} and {k} of {role}.weight are identical ({len(pairs)} identical pair(s) "
             "in all). Heads that start from the same values get the same gradients and never "
             f"diverge, {SAME_HEADS.format(h=c.num_heads)}. Let nn.Linear initialise the whole "

@@ -84,12 +84,12 @@ def unused_block(p, results):
 
 @diagnosis("heads.identical-init")
 def identical_init(p, results):
-    found = [(c, seed, role) for c, seed, role, pairs in ev.identical_init(p)
+    found = [(c, seed, role, when) for c, seed, role, pairs, when in ev.identical_init(p)
              if len(pairs) == c.num_heads * (c.num_heads - 1) // 2]
     if not found or _heads(p)["spread"] <= ev.SAME:
         return None
-    c, seed, role = found[0]
-    return (f"right after construction every head block of {role}.weight is the same "
+    c, seed, role, when = found[0]
+    return (f"{when} every head block of {role}.weight is the same "
             f"({ev.constructor(c)}, seed {seed}); identical heads get identical gradients and never "
             "diverge. Let nn.Linear initialise the whole weight; do not re-seed per head.")
 

@@ -142,6 +142,11 @@ def preload() -> list[str]:
             __import__(name)
         except Exception:
             missing.append(name)
+    for name in ATTENTION_MODULES:          # not graded code's: there to be watched
+        try:
+            __import__(name)
+        except Exception:
+            pass
     forbidden_attention()
     nn_private_names()
     risky_names()
@@ -318,6 +323,8 @@ class Guard:
         what a module gives, and a module or forbidden object reached from anything else) and
         for names that start with an underscore."""
         policies, forbidden = self.policies, forbidden_attention()
+        torch = _sys.modules.get("torch")
+        attention = torch.nn.MultiheadAttention if torch is not None else ()
         module_attribute, check_module, note = (self._module_attribute, self._check_module,
                                                 self._note_forbidden)
 
@@ -329,7 +336,8 @@ class Guard:
             value = _getattr(obj, name)
             if _isinstance(value, _ModuleType) and _id(value) not in policies:
                 check_module(value, f".{name}")
-            if _id(value) in forbidden:
+            if _id(value) in forbidden or _isinstance(value, _type) and _issubclass(value,
+                                                                                attention):
                 note(value)
             if _metaclass(value):
                 return view(value)
@@ -502,7 +510,7 @@ class Guard:
             return self.view(value)
         if _isinstance(value, _ModuleType) and _id(value) not in self.policies:
             self._check_module(value, f"{owner}.{name}")
-        if _id(value) in forbidden_attention():
+        if _id(value) in forbidden_attention() or is_attention_class(value):
             self._note_forbidden(value)
         return value
 
@@ -512,7 +520,7 @@ class Guard:
         self.fail(1, f"{how} is the module {_module_name(module)}, which graded code may not use")
 
     def _note_forbidden(self, value) -> None:
-        name = forbidden_attention().get(_id(value))
+        name = forbidden_name(value)
         if name and name not in self.forbidden:
             self.forbidden.append(name)
 
@@ -909,9 +917,54 @@ def _torch_module_class():
     return torch.nn.Module if torch is not None else ()
 
 
+#: Where torch keeps attention that is not a class of torch.nn: loaded before any submission
+#: (``preload``) so that its functions can be watched whatever way they are reached.
+ATTENTION_MODULES = ("torch.nn.attention.flex_attention",)
+
+
+def attention_classes() -> list:
+    """torch's attention modules by kind: nn.MultiheadAttention and every subclass of it loaded
+    now (the quantizable and quantized variants ...), however they are reached."""
+    torch = _sys.modules.get("torch")
+    if torch is None:
+        return []
+    found, todo = [], [torch.nn.MultiheadAttention]
+    while todo:
+        cls = todo.pop()
+        if cls not in found:
+            found.append(cls)
+            todo.extend(_type.__subclasses__(cls))
+    return found
+
+
+def attention_class_name(cls) -> str:
+    """A class of torch's attention by its public path (``torch.ao.nn.quantizable.
+    MultiheadAttention``); a class of anyone else's built on one, by the torch class it builds
+    on (a submission's subclass is its own; what it inherits is torch's)."""
+    torch = _sys.modules.get("torch")
+    base = torch.nn.MultiheadAttention if torch is not None else None
+    for c in _getattr(cls, "__mro__", ()):
+        module = str(_getattr(c, "__module__", "") or "")
+        if base is not None and _issubclass(c, base) and module.startswith("torch."):
+            parts = module.split(".")
+            if "modules" in parts:                   # torch.nn.modules.activation -> torch.nn
+                parts = parts[:parts.index("modules")]
+            return ".".join(parts) + "." + c.__name__
+    return _show(cls)
+
+
+def is_attention_class(value) -> bool:
+    torch = _sys.modules.get("torch")
+    return torch is not None and _isinstance(value, _type) and \
+        _issubclass(value, torch.nn.MultiheadAttention)
+
+
 def forbidden_attention() -> dict:
     """id -> name of torch's built-in attention (the assignment forbids it, by kind): the
-    functions, and every class of torch.nn that is one or is built on one."""
+    functions (scaled_dot_product_attention, multi_head_attention_forward, flex_attention and
+    the operator behind it), nn.MultiheadAttention with every subclass of it, and the
+    Transformer layers built on it. A subclass loaded later is known by kind
+    (``is_attention_class``)."""
     found = _CACHE.get("forbidden")
     if found is None:
         found = {}
@@ -920,15 +973,28 @@ def forbidden_attention() -> dict:
             F = torch.nn.functional
             for owner, name in ((F, "scaled_dot_product_attention"),
                                 (F, "multi_head_attention_forward"),
-                                (torch.nn, "MultiheadAttention"), (torch.nn, "Transformer"),
+                                (torch.nn, "Transformer"),
                                 (torch.nn, "TransformerEncoderLayer"),
                                 (torch.nn, "TransformerDecoderLayer"),
-                                (torch.nn, "TransformerEncoder"), (torch.nn, "TransformerDecoder")):
-                value = _getattr(owner, name, None)
+                                (torch.nn, "TransformerEncoder"), (torch.nn, "TransformerDecoder"),
+                                (_sys.modules.get(ATTENTION_MODULES[0]), "flex_attention"),
+                                (_sys.modules.get("torch._higher_order_ops.flex_attention"),
+                                 "flex_attention")):
+                value = _getattr(owner, name, None) if owner is not None else None
                 if value is not None:
-                    found[_id(value)] = f"{_module_name(owner)}.{name}"
+                    found.setdefault(_id(value), f"{_module_name(owner)}.{name}")
+            for cls in attention_classes():
+                found[_id(cls)] = attention_class_name(cls)
             _CACHE["forbidden"] = found
     return found
+
+
+def forbidden_name(value):
+    """The name of torch's attention ``value`` is (by identity or by kind), or None."""
+    name = forbidden_attention().get(_id(value))
+    if name is None and is_attention_class(value):
+        name = attention_class_name(value)
+    return name
 
 
 def nn_private_names() -> frozenset:

@@ -362,6 +362,8 @@ def mha(api, spec: dict) -> dict:
     if spec.get("load") is not None:
         load(model, spec["load"])
     result["runs"] = [forward(model, run) for run in spec.get("runs", ())]
+    if spec.get("want_state_after"):
+        result["state_after"] = state(model)     # the weights as the forwards left them
     result["params"] = parameters(model)     # as the forwards left them (ties made there count)
     return result
 

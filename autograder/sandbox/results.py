@@ -264,6 +264,8 @@ def _call(answer, kw):
 def _mha(answer, kw):
     spec = kw["spec"]
     state = {"state": mapping(tensor)} if spec.get("want_state") else {}
+    if spec.get("want_state_after"):
+        state["state_after"] = mapping(tensor)
     record({"params": sequence(PARAM), "runs": anything, **state})(answer, "")
     _runs(spec.get("runs", ()), "runs", answer["runs"])
 

@@ -76,6 +76,7 @@ MODULES: dict[str, object] = {
     "torch.nn.parameter": None, "torch.nn.common_types": None, "torch.nn.utils": None,
     "torch.nn.utils.rnn": None, "torch.linalg": None, "torch.fft": None, "torch.special": None,
     "torch.autograd": None, "torch.functional": None, "torch.types": None,
+    "torch.random": None,          # manual_seed, fork_rng ...: what torch itself exports
     "torch.amp": ("only", {"autocast"}),
     "torch.cuda": ("only", {"is_available", "device_count", "current_device",
                             "is_bf16_supported", "get_device_name", "device"}),

@@ -170,8 +170,12 @@ def isolate(config: dict) -> list[str]:
 
 
 def _install_spies() -> None:
-    """Note calls of torch's Python-level multi-head attention, whose default path computes
-    with plain matrix products and so never reaches a watched kernel; and of
+    """Note torch's attention in Python where no watched kernel sees it, by kind: every
+    module of the nn.MultiheadAttention kind (its own, the quantizable and quantized ones,
+    those inside the Transformer layers, a subclass loaded later) when one is built or called,
+    whose default paths compute with plain matrix products; ``flex_attention`` and the
+    operator behind it (``torch.ops.higher_order.flex_attention``), which dispatch no aten
+    attention operator; ``F.multi_head_attention_forward``; and
     ``F.scaled_dot_product_attention`` where its kernel could not be watched."""
     F = torch.nn.functional
 
@@ -180,17 +184,36 @@ def _install_spies() -> None:
             FORBIDDEN_HITS.append(name)
             return fn(*args, **kwargs)
         return wrapper
+
+    def spy_module(fn):
+        def wrapper(self, *args, **kwargs):
+            FORBIDDEN_HITS.append(guard.attention_class_name(type(self)))
+            return fn(self, *args, **kwargs)
+        return wrapper
     if "scaled_dot_product_attention" not in WATCHED:
         F.scaled_dot_product_attention = spy("scaled_dot_product_attention",
                                              F.scaled_dot_product_attention)
     F.multi_head_attention_forward = spy("multi_head_attention_forward",
                                          F.multi_head_attention_forward)
-    torch.nn.MultiheadAttention.forward = spy("torch.nn.MultiheadAttention",
-                                              torch.nn.MultiheadAttention.forward)
+    base = torch.nn.MultiheadAttention
+    base.__init__ = spy_module(base.__init__)          # every subclass's __init__ calls it
+    for cls in guard.attention_classes():
+        if "forward" in vars(cls):
+            cls.forward = spy_module(cls.forward)
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    if flex is not None and callable(getattr(flex, "flex_attention", None)):
+        flex.flex_attention = spy("torch.nn.attention.flex_attention", flex.flex_attention)
+    hop = getattr(sys.modules.get("torch._higher_order_ops.flex_attention"), "flex_attention",
+                  None)
+    if hop is not None and "__call__" in vars(type(hop)):
+        type(hop).__call__ = spy("torch.ops.higher_order.flex_attention", type(hop).__call__)
 
 
-#: The aten operators of torch's built-in attention, by a part of their names.
-FORBIDDEN_OPS = ("scaled_dot_product", "_native_multi_head_attention", "multi_head_attention")
+#: The aten operators of torch's built-in attention, by kind: every one whose name says
+#: attention (scaled_dot_product_attention, the fused kernels behind it whatever their name:
+#: _flash_attention_forward, _efficient_attention_forward, _cudnn_attention_forward ...,
+#: _native_multi_head_attention), and the Transformer layer's fused forward.
+FORBIDDEN_OPS = ("attention", "scaled_dot_product", "_transformer_encoder_layer")
 #: Where a built-in attention operator may have its kernel; each one found is replaced.
 KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta")
 _KERNELS: list = []      # the registrations live as long as this library object
@@ -337,13 +360,15 @@ def _load(message: dict, guarded: bool = True):
 def serve(channel: Channel, notes: list[str], guarded: bool = True) -> None:
     channel.send({"ready": True, "notes": notes})
     message = channel.recv()
+    FORBIDDEN_HITS.clear()
     module, watch, answer = _load(message, guarded)
+    loaded = list(FORBIDDEN_HITS)          # reached while importing: counts in every answer
     channel.send(answer)
     if module is None:
         return
     while True:
         request = channel.recv()
-        FORBIDDEN_HITS.clear()
+        FORBIDDEN_HITS[:] = loaded
         saved = _carry(module, channel, request.get("carry") or ())
         try:
             result = {"ok": probes.PROBES[request["probe"]](module, **request["kwargs"])}
