@@ -7,7 +7,8 @@ Sources (the only files an instructor edits):
 
 * ``solutions/mha.py``: the code; its ``### BEGIN SOLUTION`` … ``### END SOLUTION`` regions
   are what students write;
-* ``assignments/public_checks.py``: the public checks, one ``check_<name>`` per API name;
+* ``assignments/public_checks.py``: the public checks, one ``check_<api>_<aspect>`` per
+  public check ``<api>.<aspect>`` of the autograder;
 * ``assignments/narrative.py``: the notebook's text, sections, numeric and written questions;
 * ``assignments/figures.py``: the notebook's figures (embedded as SVG) and its drawing helper;
 * ``autograder/rubric.toml``: the points of the hidden test cells (``autograder.parts``).
@@ -16,7 +17,13 @@ Generated files:
 
 * ``assignments/stub/mha.py``: the reference with each solution region replaced by
   ``raise NotImplementedError("<pointer to the notebook section>")``;
-* ``assignments/stub/test_public.py``: the public checks plus one pytest test per check;
+* ``assignments/stub/test_public.py``: the public checks plus one pytest test per check,
+  each worth that check's rubric points; a function built on other parts
+  (``autograder.parts.BUILT_ON``) is tested with those parts answering with the reference's
+  answers, as the autograder's error carried forward grades it;
+* ``assignments/stub/public_answers.json``: those answers, data only: each call the public
+  checks of a built-on function make to its parts when run on the reference, with the
+  reference's answer (recorded by running the checks on the reference);
 * ``assignments/source/mha/mha.ipynb``: the nbgrader source notebook: the narrative, one
   graded cell per API name (verbatim from the reference, markers included), each followed
   by its public test cell and its hidden test cell; the numeric questions' answer cell and
@@ -41,6 +48,7 @@ from pathlib import Path
 import nbformat
 from nbformat import v4
 
+from autograder import checks as registry
 from autograder import parts, public, scoring, source_facts, variants
 
 from . import narrative
@@ -50,6 +58,7 @@ SOLUTION = Path("solutions/mha.py")
 CHECKS = Path("assignments/public_checks.py")
 STUB = Path("assignments/stub/mha.py")
 PUBLIC_TESTS = Path("assignments/stub/test_public.py")
+ANSWERS = Path("assignments/stub/public_answers.json")
 NOTEBOOK = Path("assignments/source/mha") / narrative.NOTEBOOK_NAME
 #: The notebook's own setup cells (imports, test helpers), which the grader's source reader
 #: trusts wherever they arrive unchanged (``autograder.source_facts``), shipped with it.
@@ -177,49 +186,221 @@ class Checks:
     """What the build takes from ``assignments/public_checks.py``."""
 
     helpers: str                    # everything between the docstring and the first check
-    checks: dict[str, str]          # API name -> the source of ``check_<name>``
-    questions: dict[str, str]       # API name -> the check's docstring
+    checks: dict[str, str]          # public check name ("split_heads.values") -> its function's source
+    questions: dict[str, str]       # public check name -> the function's docstring
+
+    def of(self, api: str) -> list[str]:
+        """The public checks of one API name, in the registry's order."""
+        return [name for name in self.checks if public.api_of(name) == api]
+
+
+def check_function(name: str) -> str:
+    """The function of ``assignments/public_checks.py`` for a public check: ``split_heads.values``
+    -> ``check_split_heads_values``."""
+    return "check_" + name.replace(".", "_")
 
 
 def read_checks(text: str) -> Checks:
-    """Split the public checks into the helpers and one check per API name."""
+    """Split the public checks into the helpers and one check function per public check of
+    the autograder (``hidden=False``), in the registry's order."""
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     checks = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
     if not checks:
-        raise BuildError(f"{CHECKS} has no check_<name> functions")
+        raise BuildError(f"{CHECKS} has no check_<api>_<aspect> functions")
     if any(not isinstance(node, ast.FunctionDef) or not node.name.startswith("check_")
            for node in tree.body if node.lineno >= checks[0].lineno):
-        raise BuildError(f"{CHECKS}: put the helpers first; only check_<name> functions may follow the first check")
+        raise BuildError(f"{CHECKS}: put the helpers first; only check_<api>_<aspect> functions may follow the first check")
+    names = {check_function(c.name): c.name for c in registry.load_all().values() if not c.hidden}
+    found = {node.name: node for node in checks}
+    unknown = sorted(set(found) - set(names))
+    missing = sorted(set(names) - set(found))
+    if unknown or missing:
+        raise BuildError(f"{CHECKS} must have one function per public check of the autograder "
+                         f"(check_<api>_<aspect> for <api>.<aspect>, hidden=False)"
+                         + (f"; no public check for {', '.join(unknown)}" if unknown else "")
+                         + (f"; missing {', '.join(missing)}" if missing else ""))
+    order = [function for function in names if function in found]
     start = tree.body[0].end_lineno if ast.get_docstring(tree) is not None else 0
     return Checks(helpers="".join(lines[start:checks[0].lineno - 1]).strip("\n"),
-                  checks={node.name[len("check_"):]: "".join(
-                      lines[node.lineno - 1:node.end_lineno]).rstrip("\n") for node in checks},
-                  questions={node.name[len("check_"):]: ast.get_docstring(node) for node in checks})
+                  checks={names[f]: "".join(lines[found[f].lineno - 1:found[f].end_lineno]).rstrip("\n")
+                          for f in order},
+                  questions={names[f]: ast.get_docstring(found[f]) for f in order})
 
 
-TEST_HARNESS = '''
+TEST_HARNESS = """
 
-# The pytest tests: one per graded function of mha.py, each failing on its own.
+# The pytest tests: one per public check of the autograder, each worth that check's points.
+# A function built on other parts is tested with those parts answering these tests' calls
+# with the reference's answers (data in public_answers.json, recorded from the reference on
+# these very calls), so that a test fails only for its own function's mistakes, as the
+# autograder's error carried forward grades it. A call not recorded there (a function that
+# calls a part with other inputs) runs your own part.
+
+BUILT_ON = {built_on!r}
+ANSWERS = Path(__file__).with_name("public_answers.json")
 
 
-def student_api():
-    """The names defined by the mha.py next to this file."""
+@contextlib.contextmanager
+def student_api(name):
+    \"\"\"The names defined by the mha.py next to this file, the parts ``name`` is built on
+    answering with the reference's answers while the test runs.\"\"\"
     __tracebackhide__ = True
     try:
         import mha
     except Exception as error:
-        raise AssertionError(f"mha.py could not be imported: {type(error).__name__}: {error}") from None
-    return vars(mha)
-'''
+        raise AssertionError(f"mha.py could not be imported: {{type(error).__name__}}: {{error}}") from None
+    saved = {{}}
+    for part in BUILT_ON.get(name, ()):
+        saved[part] = vars(mha).get(part, MISSING)
+        setattr(mha, part, answering(part, saved[part], recorded_answers().get(part, [])))
+    try:
+        yield vars(mha)
+    finally:
+        for part, own in saved.items():
+            if own is MISSING:
+                delattr(mha, part)
+            else:
+                setattr(mha, part, own)
+
+
+MISSING = object()
+
+
+def answering(name, own, answers):
+    \"\"\"``own`` (a part of mha.py), answering the recorded calls with the reference's answers.\"\"\"
+    def part(*args, **kwargs):
+        given = call_arguments(own, args, kwargs)
+        for arguments, answer in answers:
+            if same_arguments(given, arguments):
+                return tuple(a.clone() for a in answer) if isinstance(answer, tuple) else answer.clone()
+        if own is MISSING:
+            raise NameError(f"name {{name!r}} is not defined")
+        return own(*args, **kwargs)
+    return part
+
+
+def call_arguments(own, args, kwargs):
+    \"\"\"The arguments of a call, in order, defaults filled in where ``own``'s signature has them.\"\"\"
+    try:
+        bound = inspect.signature(own).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return list(bound.arguments.values())
+    except (TypeError, ValueError):
+        return list(args) + list(kwargs.values())
+
+
+def same_arguments(given, recorded):
+    if len(given) > len(recorded) or any(r is not None for r in recorded[len(given):]):
+        return False
+    for a, b in zip(given, recorded):
+        if isinstance(b, torch.Tensor):
+            if not (isinstance(a, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+                    and a.device.type == "cpu"):
+                return False
+            same = torch.allclose(a.detach(), b, rtol=1e-7, atol=1e-9) if b.is_floating_point() \\
+                else torch.equal(a, b)
+            if not same:
+                return False
+        elif b is None:
+            if a is not None:
+                return False
+        elif not (type(a) is type(b) and a == b):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def recorded_answers():
+    \"\"\"{{part: [(arguments, answer), ...]}} from public_answers.json.\"\"\"
+    if not ANSWERS.is_file():
+        return {{}}
+    data = json.loads(ANSWERS.read_text(encoding="utf-8"))
+    return {{part: [([decode(a) for a in arguments], decode(answer)) for arguments, answer in calls]
+            for part, calls in data["calls"].items()}}
+
+
+def decode(value):
+    if isinstance(value, dict) and "tuple" in value:
+        return tuple(decode(v) for v in value["tuple"])
+    if isinstance(value, dict) and "dtype" in value:
+        return torch.tensor(value["values"], dtype=getattr(torch, value["dtype"])).reshape(value["shape"])
+    return value
+"""
 
 
 def public_tests(checks: Checks, order: list[str]) -> str:
-    """The student's ``test_public.py``: the checks, then one pytest test per API name."""
-    tests = "".join(f'\n\ndef test_{name}():\n    """{checks.questions[name]}"""\n'
-                    f"    run_check(check_{name}, student_api())\n" for name in order)
-    body = "\n\n\n".join([checks.helpers] + [checks.checks[name] for name in order])
-    return f"{narrative.PUBLIC_TESTS_DOCSTRING}\n{body}\n{TEST_HARNESS}{tests}"
+    """The student's ``test_public.py``: the checks, then one pytest test per public check
+    (in the order of the API names ``order``)."""
+    names = [name for api in order for name in checks.of(api)]
+    tests = "".join(f'\n\ndef {public.test_name(name)}():\n    """{checks.questions[name]}"""\n'
+                    f"    with student_api({public.api_of(name)!r}) as api:\n"
+                    f"        run_check({check_function(name)}, api)\n" for name in names)
+    body = "\n\n\n".join([checks.helpers] + [checks.checks[name] for name in names])
+    imports = "import contextlib\nimport functools\nimport json\nfrom pathlib import Path\n"
+    return (f"{narrative.PUBLIC_TESTS_DOCSTRING}\n{imports}{body}\n"
+            f"{TEST_HARNESS.format(built_on=dict(parts.BUILT_ON))}{tests}")
+
+
+def reference_answers(checks: Checks) -> str:
+    """``public_answers.json``: for each part that another is built on (``parts.BUILT_ON``),
+    the calls the public checks of those other parts make to it when run on the reference,
+    each with the reference's answer. Data only: inputs and outputs, no code."""
+    import importlib.util
+    import torch
+    spec = importlib.util.spec_from_file_location("_mha_reference_for_answers", ROOT / SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    namespace: dict = {}
+    exec(compile((ROOT / CHECKS).read_text(encoding="utf-8"), str(CHECKS), "exec"), namespace)
+    calls: dict[str, list] = {}
+
+    def recorder(part, function):
+        signature = inspect.signature(function)
+
+        def record(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            answer = function(*args, **kwargs)
+            entry = [[_encode(a) for a in bound.arguments.values()], _encode(answer)]
+            if entry not in calls.setdefault(part, []):
+                calls[part].append(entry)
+            return answer
+        return record
+
+    with torch.random.fork_rng():
+        for name in checks.checks:
+            api = public.api_of(name)
+            originals = {part: getattr(module, part) for part in parts.BUILT_ON.get(api, ())}
+            for part, function in originals.items():
+                setattr(module, part, recorder(part, function))
+            try:
+                namespace[check_function(name)](getattr(module, api))
+            except Exception as error:
+                raise BuildError(f"{CHECKS}: {check_function(name)} fails on {SOLUTION}: "
+                                 f"{type(error).__name__}: {error}") from None
+            finally:
+                for part, function in originals.items():
+                    setattr(module, part, function)
+    data = {"about": "The reference's answers to the calls the public tests of a function make "
+                     "to the parts it is built on (test_public.py); generated by "
+                     "python -m assignments.build.",
+            "calls": {part: calls[part] for part in sorted(calls)}}
+    return json.dumps(data, separators=(",", ":")) + "\n"
+
+
+def _encode(value):
+    import torch
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return {"dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                "values": value.reshape(-1).tolist()}
+    if value is None or type(value) in (int, bool, str):
+        return value
+    raise BuildError(f"a call of the public checks passes a {type(value).__name__}, which "
+                     "public_answers.json cannot hold")
 
 
 def _meta(grade_id: str, *, solution=False, grade=False, locked=False, task=False,
@@ -358,8 +539,10 @@ def notebook(ref: Reference, checks: Checks, variant=variants.DEFAULT, *,
         for item in section.items:
             cell_points = _whole(public_points[item.api])
             points = f"{_plural(cell_points)} of {parts.points(rubric)[item.api]:g}"
+            names = checks.of(item.api)
             test = (f"# Public tests of {item.api} ({points}); hidden tests check more.\n"
-                    f"{checks.checks[item.api]}\n\n\nrun_check(check_{item.api}, globals())")
+                    + "\n\n\n".join(checks.checks[name] for name in names)
+                    + f"\n\n\nrun_checks([{', '.join(check_function(n) for n in names)}], globals())")
             cells += [_markdown(f"task-{item.api}", text(item.text)),
                       _code(item.api, ref.definitions[item.api], solution=True),
                       _code(f"test_{item.api}", test, grade=True, locked=True, points=cell_points)]
@@ -421,12 +604,14 @@ def generate(*, figures: bool = True) -> dict[Path, str]:
     checks = read_checks((ROOT / CHECKS).read_text(encoding="utf-8"))
     order = [item.api for section in narrative.SECTIONS for item in section.items]
     for what, names in (("sections of assignments/narrative.py", order),
-                        (f"check_<name> functions of {CHECKS}", list(checks.checks))):
+                        (f"check_<api>_<aspect> functions of {CHECKS}",
+                         list(dict.fromkeys(public.api_of(n) for n in checks.checks)))):
         if sorted(names) != sorted(ref.api):
             raise BuildError(f"the {what} cover {sorted(names)}, but {SOLUTION} has {sorted(ref.api)}")
     text = nbformat.writes(notebook(ref, checks, figures=figures)) + "\n"
     return {STUB: stub_module(ref),
             PUBLIC_TESTS: public_tests(checks, order),
+            ANSWERS: reference_answers(checks),
             NOTEBOOK: text,
             TRUSTED: json.dumps(source_facts.cells_of_notebook(text), indent=1,
                                 sort_keys=True) + "\n"}
@@ -435,6 +620,8 @@ def generate(*, figures: bool = True) -> dict[Path, str]:
 def comparable(path: Path, text: str) -> str:
     """What ``--check`` compares: the text, less the notebook's pictures' bytes (drawn from
     ``assignments/figures.py``, they differ between matplotlib versions)."""
+    if path == ANSWERS:
+        return _rounded_answers(text)
     if path != NOTEBOOK:
         return text
     try:
@@ -445,6 +632,23 @@ def comparable(path: Path, text: str) -> str:
                     bundle[mime] = ""
         return json.dumps(nb, sort_keys=True)
     except (ValueError, AttributeError):
+        return text
+
+
+def _rounded_answers(text: str) -> str:
+    """The answers with every float to 9 significant digits: the last digits of a float64
+    product may differ between CPUs and BLAS builds, what the tests match to 1e-7 may not."""
+    def rounded(value):
+        if isinstance(value, float):
+            return float(f"{value:.9g}")
+        if isinstance(value, list):
+            return [rounded(v) for v in value]
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items()}
+        return value
+    try:
+        return json.dumps(rounded(json.loads(text)), sort_keys=True)
+    except ValueError:
         return text
 
 

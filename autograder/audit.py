@@ -128,7 +128,8 @@ def regrade(path: Path, source, maxima: dict, grader, variant=None) -> dict[str,
     if not path.is_file():
         return {name: 0.0 for name in maxima}
     nb = restore_locked(nbformat.read(path, as_version=4), source)
-    return parts.cell_scores(grade_notebook(nb, path.name, grader, variant), maxima)
+    return parts.cell_scores(grade_notebook(nb, path.name, grader, variant), maxima,
+                             grader.rubric.points)
 
 
 def restore_locked(nb, source):

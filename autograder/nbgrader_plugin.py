@@ -189,8 +189,9 @@ class TrustedGrades(NbGraderPreprocessor):
                           info["notebook"], info["student"])
             variant = variants.derive(info["student"], self.variant_secret) \
                 if self.variant_secret else None
-            report = grade_notebook(nb, f"{info['notebook']}.ipynb", self._grader(), variant)
-            write_outputs(nb, report, maxima)
+            grader = self._grader()
+            report = grade_notebook(nb, f"{info['notebook']}.ipynb", grader, variant)
+            write_outputs(nb, report, maxima, grader.rubric.points)
         else:
             self.log.info("TrustedGrades: no autograded cell of the autograder in %s",
                           info["notebook"])
@@ -301,9 +302,10 @@ def grade_notebook(nb, name: str, grader, variant=None):
             return grader.grade(path, variant)
 
 
-def write_outputs(nb, report, maxima: dict[str, float]) -> dict[str, float]:
-    """Replace each of our cells' outputs with its feedback and score; returns the scores."""
-    scores = parts.cell_scores(report, maxima)
+def write_outputs(nb, report, maxima: dict[str, float], points=None) -> dict[str, float]:
+    """Replace each of our cells' outputs with its feedback and score (``points``: the
+    rubric's, see ``parts.cell_scores``); returns the scores."""
+    scores = parts.cell_scores(report, maxima, points)
     ours = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") in scores]
     order = list(dict.fromkeys(parts.cell_part(c.metadata.nbgrader.grade_id)[0] for c in ours))
     placed = parts.diagnosis_parts(report, order)

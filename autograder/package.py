@@ -6,8 +6,8 @@
 
 ``student`` writes the kit students get, built from the build's outputs
 (``python -m assignments.build``): the notebook released as ``nbgrader generate_assignment``
-releases it (:func:`release_notebook`), the stub and the public tests of
-``assignments/stub/``, the README of ``assignments/kit/`` and the requirements (torch,
+releases it (:func:`release_notebook`), the stub, the public tests and their recorded
+answers (``public_answers.json``: data, no code) of ``assignments/stub/``, the README of ``assignments/kit/`` and the requirements (torch,
 numpy, pytest). It holds no hidden check and no solution: :func:`hidden_code_in` refuses
 to write one that does.
 
@@ -262,7 +262,7 @@ def _kit_needs() -> dict:
     """What the kit is made from, checked before anything is written: the build's outputs,
     the kit's README, the pins of its requirements (their packages installed here) and the
     rubric's public points; a PackageError says what is missing."""
-    sources = [STUB / "mha.py", STUB / "test_public.py", NOTEBOOK]
+    sources = [STUB / "mha.py", STUB / "test_public.py", STUB / "public_answers.json", NOTEBOOK]
     for path in sources:
         if not path.is_file():
             raise PackageError(f"{path} is missing: run `python -m assignments.build` first")
@@ -271,7 +271,7 @@ def _kit_needs() -> dict:
         "Install torch first, from https://download.pytorch.org/whl/cpu (or any torch you have); "
         "notebook opens mha.ipynb, matplotlib draws its figure of your heads."))
     released = release_notebook(nbformat.read(str(NOTEBOOK), as_version=4))
-    return {"sources": sources[:2], "requirements": text,
+    return {"sources": sources[:3], "requirements": text,
             "notebook": nbformat.writes(released) + "\n"}
 
 
@@ -355,7 +355,9 @@ def _clear_region(source: str, begin: str, end: str, stub) -> str:
 
 def classroom(output, rubric=None, *, force: bool = False) -> dict:
     """Write the GitHub Classroom template repository, built from the student kit plus the
-    workflow; returns {"path", "max_score", "points"}. Written whole or not at all."""
+    workflow; returns {"path", "max_score", "points"}. Written whole or not at all. Its
+``grade.py`` grades ``mha.ipynb`` instead of ``mha.py`` where the notebook holds the work
+(as ``batch`` chooses: :func:`autograder.roster.choose`), and says which it graded."""
     _require(CLASSROOM / ".github" / "workflows" / "classroom.yml")
     chosen = _rubric(rubric)
     needs = _kit_needs()
@@ -379,17 +381,18 @@ def _refuse_leaks(output: Path, what: str) -> None:
 
 
 def public_points(tests: Path, rubric: scoring.Rubric) -> dict[str, float]:
-    """{"test_<api>": points}: each public test is worth the rubric points of the public
-    checks of its function (:func:`autograder.public.points`). A public check whose function
-    has no public test is refused: students could not see what it checks."""
+    """{"test_<api>_<aspect>": points}: each public test is worth the rubric points of the
+    public check ``<api>.<aspect>`` it stands for (:func:`autograder.public.check_points`);
+    a test with no public check in force is worth 0. A public check worth points with no
+    test is refused: students could not see what it checks."""
     names = [node.name for node in ast.parse(tests.read_text(encoding="utf-8")).body
              if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
-    per_api = public.points(rubric)
-    untested = [api for api, value in per_api.items() if value > 0 and f"test_{api}" not in names]
+    per_test = {public.test_name(check): value for check, value in public.check_points(rubric).items()}
+    untested = [test for test, value in per_test.items() if value > 0 and test not in names]
     if untested:
-        raise PackageError(f"{tests} has no test for {', '.join(untested)}, whose public checks "
-                           f"are worth points: run `python -m assignments.build`")
-    return {name: per_api.get(name.removeprefix("test_"), 0.0) for name in names}
+        raise PackageError(f"{tests} has no {', '.join(untested)}, whose public checks are "
+                           f"worth points: run `python -m assignments.build`")
+    return {name: per_test.get(name, 0.0) for name in names}
 
 
 def requirements(names, *, install_note: str, pythons=KIT_PYTHONS) -> str:

@@ -79,8 +79,20 @@ def _fraction(results) -> tuple[float, float]:
     return (min(1.0, earned / possible) if possible > 0 else 1.0), possible
 
 
-def cell_scores(report, maxima: dict[str, float]) -> dict[str, float]:
-    """Score of each autograded cell (grade_id -> points), given each cell's points."""
+def _weighted(results, points: dict[str, float]) -> float:
+    """The fraction earned over some results, each weighing its rubric points (not the
+    points a rescale shared out in whole points, which weigh a part's checks unevenly)."""
+    ran = [r for r in results if r.max_score > 0 and points.get(r.name, 0) > 0]
+    possible = sum(points[r.name] for r in ran)
+    return min(1.0, sum(points[r.name] * r.score / r.max_score for r in ran) / possible) \
+        if possible > 0 else 1.0
+
+
+def cell_scores(report, maxima: dict[str, float], points: dict[str, float] | None = None) -> dict[str, float]:
+    """Score of each autograded cell (grade_id -> points), given each cell's points; with the
+    rubric's ``points``, the public cell weighs its checks by them, so that it gives what
+    ``grade --public-only`` gives those checks even where a skipped check's points were
+    shared out over the others (rubric policy "rescale")."""
     by_part: dict[str, list] = {}
     for r in report.results:
         by_part.setdefault(part_of(r.name), []).append(r)
@@ -95,6 +107,8 @@ def cell_scores(report, maxima: dict[str, float]) -> dict[str, float]:
         public, public_possible = _fraction([r for r in results if not r.hidden])
         if public_possible <= 0 or p > (p + h) * public_possible / possible:
             public = whole                # the public checks cannot carry the public cell
+        elif points is not None:
+            public = _weighted([r for r in results if not r.hidden], points)
         share = (p + h) * whole
         public_score = p * public
         scores[public_id] = round(public_score, 4)

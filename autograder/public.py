@@ -3,8 +3,10 @@
 Every view a student or a CI job sees before the deadline is derived from this:
 
 * ``python -m autograder grade --public-only`` runs exactly :func:`checks`;
-* the student kit's ``test_public.py`` has one test per API name (``test_<api>``), whose fixed
-  examples cover what that API's public checks check, worth :func:`points` ``[api]``;
+* the student kit's ``test_public.py`` has one test per public check (``<api>.<aspect>`` ->
+  ``test_<api>_<aspect>``, :func:`test_name`) whose fixed examples cover what that check
+  checks, worth :func:`check_points` ``[check]``; a function built on other parts is tested
+  with those parts answered by the reference's recorded answers (error carried forward);
 * nbgrader's public test cell of a part (``test_<api>``) is worth the same points
   (``assignments/build.py`` writes them into the notebook);
 * GitHub Classroom's ``points.json`` holds the same points per test (``package classroom``).
@@ -21,6 +23,16 @@ def checks(rubric) -> list:
     """The public checks in force under ``rubric``: ``hidden=False``, enabled, worth points."""
     return [c for c in registry.load_all().values()
             if not c.hidden and rubric.enabled(c.name) and rubric.points.get(c.name, 0) > 0]
+
+
+def check_points(rubric) -> dict[str, float]:
+    """{public check: its rubric points}, in the registry's order."""
+    return {c.name: float(rubric.points[c.name]) for c in checks(rubric)}
+
+
+def test_name(check_name: str) -> str:
+    """The kit's pytest test of a public check: ``split_heads.values`` -> ``test_split_heads_values``."""
+    return "test_" + check_name.replace(".", "_")
 
 
 def api_of(check_name: str) -> str | None:

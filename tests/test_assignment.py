@@ -15,10 +15,13 @@ import torch
 
 import solutions.mha as reference
 from assignments import build, narrative, public_checks
+from autograder import public, scoring
 
 ROOT = build.ROOT
 API = list(reference.__all__)
 SECTION = build.sections()                          # API name -> its notebook section
+#: the kit's tests: one per public check (test_<api>_<aspect>) -> the check
+TESTS = {public.test_name(c): c for c in public.check_points(scoring.load_rubric())}
 POINTER = re.compile(r"implement ([\w.]+): see section (\d+) \(([\w -]+)\) of mha\.ipynb")
 
 
@@ -144,11 +147,14 @@ class Outcomes:
             self.results[report.nodeid.split("::")[-1]] = (report.outcome, report.longreprtext)
 
 
-def run_public_tests(folder, mha_source):
-    """Run pytest in-process in ``folder`` holding mha.py and test_public.py; {test: (outcome, text)}."""
+def run_public_tests(folder, mha_source, answers=True):
+    """Run pytest in-process in ``folder`` holding mha.py, test_public.py and (``answers``)
+    public_answers.json; {test: (outcome, text)}."""
     folder.mkdir()
     (folder / "mha.py").write_text(mha_source)
     shutil.copy(ROOT / build.PUBLIC_TESTS, folder)
+    if answers:
+        shutil.copy(ROOT / build.ANSWERS, folder)
     outcomes, path = Outcomes(), list(sys.path)
     try:
         with pytest.MonkeyPatch.context() as patch:
@@ -162,17 +168,19 @@ def run_public_tests(folder, mha_source):
 
 
 def test_public_tests_pass_on_the_reference(tmp_path):
-    """Do all public tests pass on the reference solution?"""
+    """Do all public tests pass on the reference solution, one per public check?"""
     results = run_public_tests(tmp_path / "reference", (ROOT / build.SOLUTION).read_text())
-    assert results == {f"test_{name}": ("passed", "") for name in API}
+    assert results == {test: ("passed", "") for test in TESTS}
+    assert {public.api_of(c) for c in TESTS.values()} == set(API)
 
 
-def test_public_tests_fail_on_the_stub_once_per_function_readably(tmp_path):
-    """On the stub, does each public test fail once, saying which function is not implemented yet and where to look?"""
+def test_public_tests_fail_on_the_stub_once_per_check_readably(tmp_path):
+    """On the stub, does each public test fail, saying which function is not implemented yet and where to look?"""
     results = run_public_tests(tmp_path / "stub", (ROOT / build.STUB).read_text())
-    assert sorted(results) == sorted(f"test_{name}" for name in API)
-    for name in API:
-        outcome, text = results[f"test_{name}"]
+    assert sorted(results) == sorted(TESTS)
+    for test, check in TESTS.items():
+        name = public.api_of(check)
+        outcome, text = results[test]
         section = SECTION[name]
         assert outcome == "failed"
         assert f"AssertionError: {name} is not implemented yet: implement {name}" in text, text
@@ -180,26 +188,55 @@ def test_public_tests_fail_on_the_stub_once_per_function_readably(tmp_path):
 
 
 def test_public_tests_fail_on_their_own_when_functions_are_missing(tmp_path):
-    """If mha.py defines only head_weight_shape, does its test pass and each other test say what is missing?"""
+    """If mha.py defines only head_weight_shape, do its tests pass and each other test say what is missing?"""
     results = run_public_tests(tmp_path / "partial", "import numbers\n\n\n" +
                                inspect.getsource(reference.head_weight_shape))
-    assert results.pop("test_head_weight_shape") == ("passed", "")
-    assert len(results) == len(API) - 1
+    assert results.pop("test_head_weight_shape_values") == ("passed", "")
+    assert results.pop("test_head_weight_shape_raises") == ("passed", "")
+    assert len(results) == len(TESTS) - 2
     for test, (outcome, text) in results.items():
-        name = test[len("test_"):]
+        name = public.api_of(TESTS[test])
         assert outcome == "failed" and f"{name} is missing: define {name}" in text, text
+
+
+WRONG_SPLIT = ("\n\ndef split_heads(X, num_heads):          # the mistake: reshape without the transpose\n"
+               "    if X.shape[-1] % num_heads:\n"
+               "        raise ValueError('num_heads does not divide the width')\n"
+               "    return X.reshape(X.shape[0], num_heads, X.shape[1], -1)\n")
 
 
 def test_public_failures_say_what_was_expected_and_what_came_back(tmp_path):
     """For a wrong split_heads (no transpose), does the failure name the call, the expected and the actual values?"""
-    wrong = (ROOT / build.SOLUTION).read_text() + (
-        "\n\ndef split_heads(X, num_heads):          # the mistake: reshape without the transpose\n"
-        "    return X.reshape(X.shape[0], num_heads, X.shape[1], -1)\n")
-    outcome, text = run_public_tests(tmp_path / "wrong", wrong)["test_split_heads"]
+    wrong = (ROOT / build.SOLUTION).read_text() + WRONG_SPLIT
+    outcome, text = run_public_tests(tmp_path / "wrong", wrong)["test_split_heads_values"]
     assert outcome == "failed"
     assert "split_heads(X = [[[0, 1, 2, 3], [4, 5, 6, 7]]], num_heads=2): wrong values" in text
     assert "expected [[[[0.0, 1.0], [4.0, 5.0]], [[2.0, 3.0], [6.0, 7.0]]]]" in text
     assert "got      [[[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]]]]" in text
+
+
+def test_a_wrong_part_fails_only_its_own_tests(tmp_path):
+    """With a wrong split_heads, does only test_split_heads_values fail, the module's tests
+    passing with the reference's recorded answers for split_heads (error carried forward, as
+    the grader gives it); and without those answers, does the module fail?"""
+    wrong = (ROOT / build.SOLUTION).read_text() + WRONG_SPLIT
+    results = run_public_tests(tmp_path / "wrong", wrong)
+    assert {t for t, (outcome, _) in results.items() if outcome != "passed"} == {"test_split_heads_values"}
+    results = run_public_tests(tmp_path / "no-answers", wrong, answers=False)
+    failed = {t for t, (outcome, _) in results.items() if outcome != "passed"}
+    assert {"test_split_heads_values", "test_MultiHeadAttention_values",
+            "test_MultiHeadAttention_masked"} <= failed
+
+
+def test_a_missing_part_is_answered_for_the_function_built_on_it(tmp_path):
+    """With masked_softmax left out of mha.py, does attention_pool (built on it) still pass
+    on the recorded calls, while masked_softmax's own tests say it is missing?"""
+    text = (ROOT / build.SOLUTION).read_text()
+    source = inspect.getsource(reference.masked_softmax)
+    results = run_public_tests(tmp_path / "partial", text.replace(source, ""))
+    assert results["test_attention_pool_values"] == ("passed", "")
+    assert results["test_attention_pool_masked"] == ("passed", "")
+    assert results["test_masked_softmax_values"][0] == "failed"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,23 +277,26 @@ def test_each_graded_cell_is_followed_by_its_public_test_cell(notebook):
         meta = nbgrader_meta(test)
         assert (meta["grade_id"], meta["grade"], meta["locked"], meta["solution"]) == (f"test_{name}", True, True, False)
         assert meta["points"] > 0
-        assert inspect.getsource(getattr(public_checks, f"check_{name}")).rstrip() in test.source
-        assert test.source.rstrip().endswith(f"run_check(check_{name}, globals())")
+        functions = [build.check_function(c) for c in TESTS.values() if public.api_of(c) == name]
+        for function in functions:
+            assert inspect.getsource(getattr(public_checks, function)).rstrip() in test.source
+        assert test.source.rstrip().endswith(f"run_checks([{', '.join(functions)}], globals())")
 
 
 def test_public_test_file_holds_the_same_checks():
-    """Does test_public.py run the very checks of the notebook, one test per API name?"""
+    """Does test_public.py run the very checks of the notebook, one test per public check?"""
     source = (ROOT / build.PUBLIC_TESTS).read_text()
-    for name in API:
-        assert inspect.getsource(getattr(public_checks, f"check_{name}")) in source
-        assert f"def test_{name}():" in source and f"run_check(check_{name}, student_api())" in source
+    for test, check in TESTS.items():
+        function = build.check_function(check)
+        assert inspect.getsource(getattr(public_checks, function)) in source
+        assert f"def {test}():" in source and f"run_check({function}, api)" in source
 
 
 def test_notebook_runs_top_to_bottom_with_the_solutions(notebook):
     """Does the source notebook run top to bottom, every public test cell passing?"""
     printed = run_code_cells(notebook)
-    for name in API:
-        assert f"{name}: the public tests pass." in printed
+    for check in TESTS.values():
+        assert f"{build.check_function(check)}: the public tests pass." in printed
 
 
 def test_notebook_has_three_manually_graded_written_questions(notebook):

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from assignments import build
-from autograder import checks, package, parts
+from autograder import checks, package, parts, public, scoring
 from kit_env import run_pytest, student_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +30,8 @@ API = ("head_weight_shape", "project", "project_heads", "split_heads", "concat_h
 def kit(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("kit") / "mha-kit"
     built = package.student(folder)
-    assert built["files"] == ["README.md", "mha.ipynb", "mha.py", "requirements.txt",
-                              "test_public.py"]
+    assert built["files"] == ["README.md", "mha.ipynb", "mha.py", "public_answers.json",
+                              "requirements.txt", "test_public.py"]
     return folder
 
 
@@ -99,11 +99,14 @@ def test_released_notebook_holds_only_stubs_public_tests_and_comments(kit):
         elif kind and not kind[1]:                       # hidden_<part>
             assert all(not line.strip() or line.lstrip().startswith("#")
                        for line in cell.source.splitlines()), cell.source
-        elif kind:                                       # test_<api>
-            assert public.checks[kind[0]] in cell.source
-            code = cell.source.replace(public.checks[kind[0]], "")
+        elif kind:                                       # test_<api>: its public checks
+            code = cell.source
+            for name in public.of(kind[0]):
+                assert public.checks[name] in code
+                code = code.replace(public.checks[name], "")
+            functions = ", ".join(build.check_function(name) for name in public.of(kind[0]))
             assert [line for line in code.splitlines() if line.strip() and not line.startswith("#")] \
-                == [f"run_check(check_{kind[0]}, globals())"]
+                == [f"run_checks([{functions}], globals())"]
         else:
             assert grade_id in ("imports", "test_helpers", "figure_helpers", "show_heads"), grade_id
             if grade_id == "test_helpers":
@@ -127,10 +130,10 @@ def test_every_pointer_of_the_stub_resolves_in_the_kit(kit):
         assert len(headings) == 1 and short.lower() in headings[0].lower(), (number, short, headings)
 
 
-def test_kit_pytest_fails_the_stub_once_per_function_and_passes_the_reference(kit, tmp_path):
+def test_kit_pytest_fails_the_stub_once_per_check_and_passes_the_reference(kit, tmp_path):
     """Plain `pytest` in a copy of the kit outside the project, on a Python that cannot import
-    the project: one failure per function naming it and its section for the stub, and every
-    test passing with the reference copied in."""
+    the project: one failure per public check naming its function and section for the stub,
+    and every test passing with the reference copied in."""
     copy = tmp_path / "student"
     shutil.copytree(kit, copy)
     env = student_env(tmp_path)
@@ -138,15 +141,17 @@ def test_kit_pytest_fails_the_stub_once_per_function_and_passes_the_reference(ki
                              capture_output=True, text=True)
     assert blocked.returncode != 0 and "not installed" in blocked.stderr
     outcomes, log = run_pytest(copy, tmp_path)
-    assert sorted(outcomes) == sorted(f"test_{name}" for name in API), log
-    for name in API:
-        outcome, message = outcomes[f"test_{name}"]
+    tests = {public.test_name(c): public.api_of(c) for c in public.check_points(scoring.load_rubric())}
+    assert sorted(outcomes) == sorted(tests), log
+    assert set(tests.values()) == set(API)
+    for test, name in tests.items():
+        outcome, message = outcomes[test]
         assert outcome == "failure", (name, outcome, message)
         assert re.match(rf"AssertionError: {name} (is not implemented yet|calls \w+, which is "
                         rf"not implemented yet): implement {name}\S*: see section \d+ ", message), message
     shutil.copy(SOLUTION, copy / "mha.py")
     outcomes, log = run_pytest(copy, tmp_path)
-    assert outcomes == {f"test_{name}": ("passed", "") for name in API}, log
+    assert outcomes == {test: ("passed", "") for test in tests}, log
 
 
 def test_kit_refuses_a_folder_in_use(tmp_path):

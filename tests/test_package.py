@@ -286,11 +286,18 @@ def grading_command(template: Path) -> tuple[str, str]:
     return runner, command
 
 
-def run_classroom(template: Path, source: str, tmp_path: Path) -> dict:
-    """Run the workflow's grading command on ``source`` as mha.py; the reporter's JSON."""
+def run_classroom(template: Path, source: str | None, tmp_path: Path, notebook=None,
+                  log: list | None = None) -> dict:
+    """Run the workflow's grading command on ``source`` as mha.py (None: the stub left as
+    it is), ``notebook`` (a NotebookNode) as mha.ipynb where given; the reporter's JSON
+    (and the command's output appended to ``log``)."""
     repo = tmp_path / "student-repo"
     shutil.copytree(template, repo)
-    (repo / "mha.py").write_text(source, encoding="utf-8")
+    if source is not None:
+        (repo / "mha.py").write_text(source, encoding="utf-8")
+    if notebook is not None:
+        import nbformat
+        nbformat.write(notebook, str(repo / "mha.ipynb"))
     _, command = grading_command(template)
     outputs = tmp_path / "github_output"
     env = dict(os.environ, GITHUB_OUTPUT=str(outputs))
@@ -302,6 +309,8 @@ def run_classroom(template: Path, source: str, tmp_path: Path) -> dict:
     result = json.loads(base64.b64decode(line.removeprefix("result=")))
     score = sum(t["score"] for t in result["tests"])
     assert f"Points {score:g}/{result['max_score']:g}" in done.stdout
+    if log is not None:
+        log.append(done.stdout)
     return result
 
 
@@ -329,29 +338,71 @@ def test_classroom_reports_full_points_for_a_correct_submission(template, tmp_pa
 
 
 def test_classroom_reports_lost_points_for_a_buggy_submission(template, tmp_path):
-    """Does the split bug cost exactly the points of the public tests it fails?"""
+    """Does the split bug cost exactly the points of the public checks of split_heads (this
+    override checks no width either), and nothing of the module's, tested with a correct
+    split_heads (error carried forward), as `grade --public-only` charges it?"""
     result = run_classroom(template, buggy_source(), tmp_path)
     points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
     assert reporter_problems(result) == []
     failed = {t["name"] for t in result["tests"] if t["status"] != "pass"}
-    assert "split_heads" in failed and "head_weight_shape" not in failed
+    assert failed == {"split_heads_values", "split_heads_raises"}
     assert result["status"] == "fail"
-    expected = sum(points.values()) - sum(points[f"test_{name}"] for name in failed)
-    assert sum(t["score"] for t in result["tests"]) == expected < result["max_score"]
-    split = next(t for t in result["tests"] if t["name"] == "split_heads")
+    assert sum(t["score"] for t in result["tests"]) == sum(points.values()) - (
+        points["test_split_heads_values"] + points["test_split_heads_raises"])
+    split = next(t for t in result["tests"] if t["name"] == "split_heads_values")
     assert split["message"] and split["score"] == 0
 
 
+def worked_notebook(template: Path):
+    """The template's notebook with the reference's code in its solution cells (the nbgrader
+    source notebook's), as a student who worked in the notebook hands it in."""
+    import nbformat
+    source = {c.id: c.source for c in nbformat.read(str(package.NOTEBOOK), as_version=4).cells}
+    nb = nbformat.read(str(template / "mha.ipynb"), as_version=4)
+    solved = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source, solved = source[cell.id], solved + 1
+    assert solved >= 8
+    return nb
+
+
+def test_classroom_grades_the_notebook_when_it_holds_the_work(template, tmp_path):
+    """With the work in mha.ipynb and mha.py the untouched stub, does the workflow grade the
+    notebook (every public point) and say that it graded the notebook, not mha.py?"""
+    log = []
+    result = run_classroom(template, None, tmp_path, notebook=worked_notebook(template), log=log)
+    points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
+    assert sum(t["score"] for t in result["tests"]) == sum(points.values()) > 0
+    assert "Graded mha.ipynb: mha.ipynb holds the work (8 of 8 functions written, 0 in mha.py)" in log[0]
+
+
+def test_classroom_grades_mha_py_when_it_holds_the_work(template, tmp_path):
+    """With the work in mha.py and the notebook untouched, is mha.py graded, and said so?"""
+    log = []
+    result = run_classroom(template, buggy_source(), tmp_path, log=log)
+    assert {t["name"] for t in result["tests"] if t["status"] != "pass"} == {"split_heads_values",
+                                                                             "split_heads_raises"}
+    assert "Graded mha.py: 8 of 8 functions written, 0 in mha.ipynb" in log[0]
+
+
+def test_classroom_names_the_graded_functions_of_the_contract(template):
+    """Does the template's grade.py count the contract's API names, no more and no fewer?"""
+    from autograder import submission
+    text = (template / ".github" / "classroom" / "grade.py").read_text(encoding="utf-8")
+    api = re.search(r"^API = (\(.*?\))", text, re.S | re.M).group(1)
+    assert tuple(eval(api)) == tuple(submission.API)
+
+
 def test_classroom_points_come_from_the_public_checks(template):
-    """Is each public test worth its function's public checks in the rubric, and only those?"""
+    """Is each public test worth its public check's points in the rubric, and only those?"""
     from autograder import checks, scoring
     rubric = scoring.load_rubric()
     public = [c for c in checks.load_all().values() if not c.hidden and rubric.enabled(c.name)]
     points = json.loads((template / ".github" / "classroom" / "points.json").read_text())
-    assert sum(points.values()) == sum(rubric.points[c.name] for c in public
-                                       if f"test_{c.name.split('.')[0]}" in points)
-    assert points["test_split_heads"] == rubric.points["split_heads.values"] + rubric.points["split_heads.raises"]
-    assert points["test_project_heads"] == rubric.points["project_heads.values"] > 0
+    assert points == {"test_" + c.name.replace(".", "_"): rubric.points[c.name] for c in public}
+    assert points["test_split_heads_values"] == rubric.points["split_heads.values"] > 0
+    assert points["test_split_heads_raises"] == rubric.points["split_heads.raises"] > 0
 
 
 def test_classroom_template_holds_no_hidden_code_or_solution(template):
@@ -359,7 +410,8 @@ def test_classroom_template_holds_no_hidden_code_or_solution(template):
     files = sorted(p.relative_to(template).as_posix() for p in template.rglob("*") if p.is_file())
     assert files == [".github/classroom/grade.py", ".github/classroom/points.json",
                      ".github/classroom/requirements.txt", ".github/workflows/classroom.yml",
-                     "README.md", "mha.ipynb", "mha.py", "requirements.txt", "test_public.py"]
+                     "README.md", "mha.ipynb", "mha.py", "public_answers.json", "requirements.txt",
+                     "test_public.py"]
     assert package.hidden_code_in(template) == []
     text = "\n".join((template / f).read_text(encoding="utf-8") for f in files)
     solution = SOLUTION.read_text(encoding="utf-8")
