@@ -68,15 +68,19 @@ FUNCTIONS = _function_candidates()
 
 
 def explained(probe) -> frozenset:
-    """Every code that the smallest explaining combinations force, functions and module."""
+    """Every code that the smallest explaining combinations force, functions and module.
+    ``observations["functions_simulated"]``: function -> the codes whose simulation together
+    gives each of its answers that is not the reference's (``prices``)."""
     store = probe.observations
     if "composed" not in store:
-        found = set()
+        found, store["functions_simulated"] = set(), {}
         for fn, candidates in FUNCTIONS.items():
             records = calls(probe, fn)
             if as_reference(records):
                 continue                 # no mistake is told by a function that is right
-            found |= _smallest(candidates, lambda mistake: behaves_like(records, mistake))
+            codes = _smallest(candidates, lambda mistake: behaves_like(records, mistake))
+            store["functions_simulated"][fn] = frozenset(codes)
+            found |= codes
         module, store["module_simulated"] = _module(probe, found)
         found |= module
         store["composed"] = frozenset(found)
@@ -112,6 +116,27 @@ def _module(probe, function_codes: set) -> tuple[set, frozenset]:
                 simulated = frozenset(found | (based if start else set()))
             return found, simulated
     return set(), simulated
+
+
+def simulated(probe, codes) -> frozenset:
+    """The named codes whose simulation, all together, gives every forward of the module as
+    written (``prices``: the module's failures are then those mistakes' doing): the largest
+    such set among the named codes that have a module switch, each with its alternatives."""
+    plain, _ = module_runs(probe)
+    named = sorted(code for code in codes if code in MODULE)
+    if not plain or not named:
+        return frozenset()
+    for size in range(len(named), 0, -1):
+        for subset in itertools.combinations(named, size):
+            for choice in itertools.product(*(MODULE[code] for code in subset)):
+                switch: dict | None = {}
+                for one in choice:
+                    switch = m.merged(switch, one)
+                    if switch is None:
+                        break
+                if switch is not None and _all_like(plain, switch):
+                    return frozenset(subset)
+    return frozenset()
 
 
 def _all_like(observed, switch: dict) -> bool:
