@@ -128,7 +128,7 @@ def test_one_mistake_costs_the_same_in_a_part_and_inlined(graded, code):
     assert abs(lost_part - lost_inlined) <= 1.0, (code, lost_part, lost_inlined)
 
 
-@pytest.mark.parametrize("style", ["parts"])
+@pytest.mark.parametrize("style", ["parts", "inlined"])
 def test_several_mistakes_cost_the_sum_of_their_prices(graded, style):
     """Three mistakes in one file: each named, and the points lost are the listed deductions
     together, within one point (the module's failures are the simulation of all three
@@ -148,6 +148,19 @@ def test_a_mistake_among_others_costs_what_it_costs_alone(graded, code):
     among = {d.code: d.points for d in graded["parts", "three"].deductions}
     price = sum(d.points for d in alone.deductions if d.code == code)
     assert abs(among[code] - price) <= 1.0, (code, among, price)
+
+
+def test_three_mistakes_cost_the_same_in_parts_and_inlined(graded):
+    """Three mistakes written out in forward (two of the module and one of its mask: named
+    by compose's search of two mistakes and a mask's) cost what they cost in their parts,
+    each within one point, and in all within one point."""
+    part, inlined = graded["parts", "three"], graded["inlined", "three"]
+    in_parts = {d.code: d.points for d in part.deductions}
+    written_out = {d.code: d.points for d in inlined.deductions}
+    assert set(in_parts) == set(written_out) == set(CODES)
+    for code in CODES:
+        assert abs(in_parts[code] - written_out[code]) <= 1.0, (code, in_parts, written_out)
+    assert abs((part.max_score - part.score) - (inlined.max_score - inlined.score)) <= 1.0
 
 
 def test_a_listed_deduction_is_in_the_points_the_report_gives(graded):

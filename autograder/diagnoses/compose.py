@@ -97,7 +97,8 @@ def _smallest(candidates, explains) -> set:
 
 
 def _module(probe, function_codes: set) -> tuple[set, frozenset]:
-    """Module mistakes (at most two on top of what its parts do) that explain its forwards;
+    """Module mistakes (at most two on top of what its parts do, or two and one of the
+    mask's) that explain its forwards;
     and every code whose simulation gives the module's own forwards exactly, the parts'
     included (``prices``: the module's failures are then those mistakes' doing)."""
     base, based = {}, set()
@@ -110,7 +111,7 @@ def _module(probe, function_codes: set) -> tuple[set, frozenset]:
     for observed, start in ((carried, {}), (plain, base), (plain, {})):
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
-        found = _combinations(observed, start)
+        found = _combinations(observed, start) or _with_a_mask(observed, start)
         if found:
             if observed is plain:
                 simulated = frozenset(found | (based if start else set()))
@@ -171,3 +172,46 @@ def _combinations(observed, start: dict) -> set:
         whole = m.merged(start, switch)
         return whole is not None and _forward_like(observed, **whole)
     return _smallest(MODULE_CANDIDATES, explains)
+
+
+#: Module mistakes of the mask, and (codes, switch) of those that touch no mask (one or two)
+MASKS = [(frozenset([code]), switch) for code, alts in MODULE.items() if code.startswith("mask.")
+         for switch in alts]
+UNMASKED_CANDIDATES = [(codes, switch) for codes, switch in MODULE_CANDIDATES
+                       if "mask" not in switch]
+
+
+def _with_a_mask(observed, start: dict) -> set:
+    """Three module mistakes, one of them the mask's. A mask mistake changes no forward
+    without valid_lens, so the others are found on those forwards first (at most two, each
+    tried until its first forward that differs), then one mask mistake on top of each, on
+    every forward: some hundred simulations where every triple would take thousands."""
+    unmasked = _unmasked(observed)
+    if not unmasked:
+        return set()
+    hits = []
+    for codes, switch in UNMASKED_CANDIDATES:
+        whole = m.merged(start, switch)
+        if whole is None or not _all_like(unmasked, whole):
+            continue
+        for mask_codes, mask in MASKS:
+            both = m.merged(whole, mask)
+            if both is not None and _forward_like(observed, **both):
+                hits.append(codes | mask_codes)
+    if not hits:
+        return set()
+    size = min(len(h) for h in hits)
+    return set(frozenset.intersection(*[h for h in hits if len(h) == size]))
+
+
+def _unmasked(observed) -> list:
+    """The observed forwards without valid_lens (and not in training mode)."""
+    out = []
+    for config, runs, student, ref in observed:
+        keep = [i for i, run in enumerate(runs)
+                if run.get("valid_lens") is None and not run.get("train")]
+        if keep:
+            out.append((config, [runs[i] for i in keep],
+                        {**student, "runs": [student["runs"][i] for i in keep]},
+                        {**ref, "runs": [ref["runs"][i] for i in keep]}))
+    return out
