@@ -119,15 +119,18 @@ class Grader:
             if not self.rubric.carry_forward:
                 results = strict
             deductions: tuple = ()
+            charged: list = []
             if self.rubric.one_price and self.rubric.carry_forward and sandbox is not None \
                     and not sub.problem:                    # carry_forward = false: strictly
-                results, deductions = self._one_price(probe, strict, results, found)
+                results, deductions, charged = self._one_price(probe, strict, results, found)
         finally:
             if sandbox is not None:
                 sandbox.close()
         forbidden = bool(forbidden_seen(probe.observations))
         results = [r for r in results if self.rubric.enabled(r.name)]   # what the rubric weighs
+        weighed = results
         results, notes = scoring.score(results, self.rubric, forbidden=forbidden)
+        deductions = prices.rescaled(deductions, weighed, results, charged)
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
             probe.observations) + notes + probe.observations.get("grader_faults", [])
         if sub.problem or (sandbox and sandbox.load_problem):
@@ -144,34 +147,40 @@ class Grader:
         return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes),
                       _facts(facts, probe.observations), deductions)
 
-    def _one_price(self, probe, strict, results, found) -> tuple[list, tuple]:
-        """The failures the named mistakes explain, charged at their prices (``prices``).
+    def _one_price(self, probe, strict, results, found) -> tuple[list, tuple, list]:
+        """The failures the named mistakes explain, charged at their prices (``prices``), the
+        deductions, and the checks charged for them.
         First the measurements those failures held back are graded on the student's own
         code, as error carried forward releases them: a held-back check is charged by what
         it then finds, never given its points unseen."""
         rubric = self.rubric
-        simulated = probe.observations.get("module_simulated", frozenset())
+        simulated = {**probe.observations.get("functions_simulated", {}),
+                     prices.MODULE: probe.observations.get("module_simulated", frozenset())}
         # a mistake whose home the rubric weighs at nothing is charged by its checks
         found = [d for d in found if d.code in rubric.prices
                  or prices.price(d.code, rubric.points, {}) > 0]
         explains = prices.explained(strict, results, found, rubric.prices, simulated)
         if not explains:
-            return results, ()
-        by_name = {r.name: r for r in results}
+            return results, (), []
+        by_name, released = {r.name: r for r in results}, set()
         passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated() \
             | set(explains)
         for check in self.judged():
             held = by_name.get(check.name)
-            if held is not None and held.blocked_by and check.kind == "instrument" and \
+            if held is not None and held.blocked_by and \
                     set(held.blocked_by) <= set(explains) and \
                     all(name in passed for name in check.requires):
                 probe.observations["current"] = check.name
                 again = run_check(check, probe, self._points(check.name), passed,
                                   self.has_cuda)
                 by_name[check.name] = prices.released(again, held.blocked_by)
+                released.add(check.name)
         results = [by_name[r.name] for r in results]
-        explains = prices.explained(strict, results, found, rubric.prices, simulated)
-        return prices.apply(results, explains, found, rubric.points, rubric.prices)
+        explains = prices.explained(strict, results, found, rubric.prices, simulated,
+                                    frozenset(released))
+        results, deductions = prices.apply(results, explains, found, rubric.points,
+                                           rubric.prices)
+        return results, deductions, list(explains)
 
     def _carry_forward(self, sub, sandbox, seed, variant, facts, results, strict) -> list:
         """The failed checks graded again with the wrong parts their own part is built on

@@ -67,6 +67,12 @@ HOME: dict[str, tuple[str, ...]] = {
 UNPRICED = frozenset({"shape.no-valueerror", "api.forbidden-sdpa", "api.breaks-code-rules"})
 
 
+#: The module's checks that judge no forward (construction, parameters, names called): a
+#: simulation of the module's forwards explains none of them
+NOT_FORWARDS = frozenset({"MultiHeadAttention.raises", "MultiHeadAttention.params",
+                          "MultiHeadAttention.builtin", "MultiHeadAttention.init"})
+
+
 def price(code: str, points: dict[str, float], overrides: dict[str, float]) -> float:
     """A code's price: the rubric's ``[prices]`` entry, else its home checks' points."""
     if code in overrides:
@@ -75,23 +81,38 @@ def price(code: str, points: dict[str, float], overrides: dict[str, float]) -> f
 
 
 def explained_by(code: str, result: CheckResult, carried_pass: set[str],
-                 simulated: frozenset) -> bool:
-    """Does the named mistake ``code`` explain this failed check? (See the module's text.)"""
+                 simulated, released: frozenset = frozenset()) -> bool:
+    """Does the named mistake ``code`` explain this failed check? (See the module's text.)
+    ``simulated``: part -> the codes whose simulation together reproduces what that part did
+    (a set alone: the module's); ``released``: the measurements graded on the student's own
+    code once what held them back was explained (a module whose forwards are the simulated
+    mistakes' is measured with them: the module's attention on other shapes costs other
+    work, say)."""
     if result.name in HOME.get(code, ()):
         return True
     if result.name in carried_pass:
         return True
-    return result.part == MODULE and code in simulated and \
-        result.name not in ("MultiHeadAttention.raises", "MultiHeadAttention.params")
+    if not isinstance(simulated, dict):
+        simulated = {MODULE: simulated}
+    if result.name in released and code in simulated.get(MODULE, ()) and \
+            result.name not in NOT_FORWARDS:
+        return True
+    if code not in simulated.get(result.part, ()):
+        return False
+    if result.part == MODULE:
+        return result.name not in NOT_FORWARDS
+    return not result.name.endswith(".raises")
 
 
 def explained(strict: list[CheckResult], final: list[CheckResult], diagnoses,
-              overrides: dict, simulated: frozenset = frozenset()) -> dict[str, list[str]]:
+              overrides: dict, simulated=frozenset(), released: frozenset = frozenset()
+              ) -> dict[str, list[str]]:
     """Failed check -> the priced codes that explain it (see the module's text).
 
     ``strict``: every check as the submission's own code did; ``final``: after error
-    carried forward; ``simulated``: the codes whose simulation reproduces the module's
-    forwards."""
+    carried forward; ``simulated``: part -> the codes whose simulation together reproduces
+    what that part did (a set alone: the module's forwards); ``released``: the measurements
+    graded on the student's code once what held them back was explained."""
     failed = [r for r in strict if r.status in (Status.FAILED, Status.ERROR)]
     by_name = {r.name: r for r in final}
     carried_pass = {r.name for r in failed
@@ -101,7 +122,7 @@ def explained(strict: list[CheckResult], final: list[CheckResult], diagnoses,
         if d.code in UNPRICED or (d.code not in HOME and d.code not in overrides):
             continue
         for r in failed:
-            if explained_by(d.code, r, carried_pass, simulated):
+            if explained_by(d.code, r, carried_pass, simulated, released):
                 found.setdefault(r.name, []).append(d.code)
     return found
 
@@ -130,6 +151,33 @@ def apply(final: list[CheckResult], explains: dict[str, list[str]], diagnoses, p
     if target < full:                    # capped: the cap shared in proportion
         deductions = [replace(x, points=round(x.points * target / full, 2)) for x in deductions]
     return [by_name[r.name] for r in final], tuple(deductions)
+
+
+def rescaled(deductions, before: list[CheckResult], after: list[CheckResult], charged
+             ) -> tuple[Deduction, ...]:
+    """The deductions in the report's points: the rubric's rescaling (a skipped check's points
+    shared out over the others in whole points) changes the points of the checks they were
+    charged on. Each is scaled as its home checks were (else as the charged checks were on
+    the whole), then all together to what the charged checks lose once rescaled."""
+    if not deductions:
+        return tuple(deductions)
+    old, new = {r.name: r for r in before}, {r.name: r for r in after}
+    names = [n for n in charged if n in old and n in new and old[n].max_score > 0]
+    raw = sum(old[n].max_score - old[n].score for n in names)
+    now = sum((old[n].max_score - old[n].score) * new[n].max_score / old[n].max_score
+              for n in names)
+    if raw <= 1e-9 or abs(now - raw) <= 1e-9:
+        return tuple(deductions)
+
+    def factor(code: str) -> float:
+        homes = [n for n in HOME.get(code, ()) if n in old and n in new and old[n].max_score]
+        if not homes:
+            return now / raw
+        return sum(new[n].max_score for n in homes) / sum(old[n].max_score for n in homes)
+    scaled = [x.points * factor(x.code) for x in deductions]
+    total = sum(scaled)
+    norm = now / total if total > 1e-9 else 0.0
+    return tuple(replace(x, points=round(v * norm, 2)) for x, v in zip(deductions, scaled))
 
 
 def released(result: CheckResult, blockers) -> CheckResult:

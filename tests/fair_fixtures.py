@@ -5,7 +5,8 @@ does) so that they follow the reference.
 
 PATCHES maps a fixture's name to (what the change is, [(old, new), ...]); each old text must
 occur exactly once in the reference. ``write(name, folder)`` writes the patched module.
-EXPECTED maps each name to the diagnosis codes it must get (an empty set: none, and 100).
+EXPECTED maps each name to the diagnosis codes it must get (an empty set: none, and 100); a
+fixture not in it is graded by its own test.
 """
 from __future__ import annotations
 
@@ -143,6 +144,17 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         # ignores, so the key bias is left out.
         K = split_heads(nn.functional.linear(keys, self.W_k.weight), self.num_heads)
         V = split_heads(self.W_v(values), self.num_heads)     # (batch, M, n_k, p)"""),
+    ]),
+    'correct_key_projection_no_bias': ("CORRECT: W_k built without a bias (nn.Linear(..., "
+                                       "bias=False)) while the others have one: the module has "
+                                       "no W_k.bias, which could not change any output.", [
+        ("        self.W_k = nn.Linear(d_model, d_total, bias=bias)",
+         "        self.W_k = nn.Linear(d_model, d_total, bias=False)   # q·b_k: a shift per query row"),
+    ]),
+    'query_projection_no_bias': ("W_q built without a bias while the module asks for biases: "
+                                 "unlike the key bias, the query bias changes the scores.", [
+        ("        self.W_q = nn.Linear(d_model, d_total, bias=bias)",
+         "        self.W_q = nn.Linear(d_model, d_total, bias=False)"),
     ]),
     'correct_plain_list_train': ('CORRECT: one nn.Dropout per head kept in a plain list (not '
                                  'registered); train() passes the mode on to them itself.', [

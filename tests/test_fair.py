@@ -133,6 +133,20 @@ def test_a_head_count_checked_on_d_model_fails_the_raises_check(graded):
     assert "d_model=10, num_heads=4, d_total=12" in by_name(report)["MultiHeadAttention.raises"].feedback
 
 
+def test_a_missing_bias_that_changes_the_scores_is_named_where_it_fails(graded):
+    """W_k's bias may be left out (checks.module.INERT: correct_key_projection_no_bias gets
+    100), W_q's may not: the module's checks fail on their values, and the failure and the
+    parameter check name W_q.bias (not W_k's, nor an error of the grader's loading)."""
+    report = graded("query_projection_no_bias")
+    results = by_name(report)
+    assert report.score < 100
+    for name in ("MultiHeadAttention.values", "MultiHeadAttention.masked"):
+        assert results[name].status.value == "failed", (name, results[name].feedback)
+        assert "has no W_q.bias" in results[name].feedback
+        assert "W_k" not in results[name].feedback
+    assert "no parameter W_q.bias" in results["MultiHeadAttention.params"].feedback
+
+
 def test_the_reference_is_not_refused_a_valid_configuration(graded):
     """Does the reference build MultiHeadAttention(10, 4, d_total=12), the valid case?"""
     from solutions import MultiHeadAttention

@@ -63,6 +63,25 @@ def inlined_style(code: str) -> str:
     return REF.replace(FORWARD, INLINED.replace(old, new))
 
 
+def three_in_parts() -> str:
+    """All three mistakes of CODES in one file, each in its part (as ``parts_style``)."""
+    text = REF
+    for code in CODES:
+        old, new = next((o, n) for o, n in MISTAKES[code]
+                        if o in text and (code != "pool.no-scale" or "self.head_dim" in o))
+        text = text.replace(old, new)
+    return text
+
+
+def three_inlined() -> str:
+    """All three mistakes of CODES in the written-out forward."""
+    forward = INLINED
+    for code in CODES:
+        old, new = INLINED_MISTAKES[code]
+        forward = forward.replace(old, new)
+    return REF.replace(FORWARD, forward)
+
+
 @pytest.fixture(scope="module")
 def grader():
     from autograder import api
@@ -80,6 +99,10 @@ def graded(grader, tmp_path_factory):
             path = folder / f"{style}-{code}.py"
             path.write_text(make(code), encoding="utf-8")
             out[style, code] = grader.grade(path)
+    for style, text in (("parts", three_in_parts()), ("inlined", three_inlined())):
+        path = folder / f"{style}-three.py"
+        path.write_text(text, encoding="utf-8")
+        out[style, "three"] = grader.grade(path)
     path = folder / "inlined-correct.py"
     path.write_text(REF.replace(FORWARD, INLINED), encoding="utf-8")
     out["inlined", "correct"] = grader.grade(path)
@@ -103,6 +126,68 @@ def test_one_mistake_costs_the_same_in_a_part_and_inlined(graded, code):
     lost_inlined = inlined.max_score - inlined.score
     assert lost_part > 0 and lost_inlined > 0
     assert abs(lost_part - lost_inlined) <= 1.0, (code, lost_part, lost_inlined)
+
+
+@pytest.mark.parametrize("style", ["parts", "inlined"])
+def test_several_mistakes_cost_the_sum_of_their_prices(graded, style):
+    """Three mistakes in one file: each named, and the points lost are the listed deductions
+    together, within one point (the module's failures are the simulation of all three
+    together; the checks they held back are graded on the student's code)."""
+    report = graded[style, "three"]
+    assert set(CODES) <= {d.code for d in report.diagnoses}, report.diagnoses
+    assert {d.code for d in report.deductions} == set(CODES)
+    lost = report.max_score - report.score
+    listed = sum(d.points for d in report.deductions)
+    assert abs(lost - listed) <= 1.0, (lost, [(d.code, d.points) for d in report.deductions])
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_a_mistake_among_others_costs_what_it_costs_alone(graded, code):
+    """The deduction listed for a mistake among three is its price alone, within one point."""
+    alone = graded["parts", code]
+    among = {d.code: d.points for d in graded["parts", "three"].deductions}
+    price = sum(d.points for d in alone.deductions if d.code == code)
+    assert abs(among[code] - price) <= 1.0, (code, among, price)
+
+
+def test_three_mistakes_cost_the_same_in_parts_and_inlined(graded):
+    """Three mistakes written out in forward (two of the module and one of its mask: named
+    by compose's search of two mistakes and a mask's) cost what they cost in their parts,
+    each within one point, and in all within one point."""
+    part, inlined = graded["parts", "three"], graded["inlined", "three"]
+    in_parts = {d.code: d.points for d in part.deductions}
+    written_out = {d.code: d.points for d in inlined.deductions}
+    assert set(in_parts) == set(written_out) == set(CODES)
+    for code in CODES:
+        assert abs(in_parts[code] - written_out[code]) <= 1.0, (code, in_parts, written_out)
+    assert abs((part.max_score - part.score) - (inlined.max_score - inlined.score)) <= 1.0
+
+
+def test_a_listed_deduction_is_in_the_points_the_report_gives(graded):
+    """A skipped check's points are shared out over the others in whole points (device.cuda
+    on a CPU grader): the deduction listed is what the student lost, not the rubric's raw
+    points."""
+    for code in CODES:
+        report = graded["parts", code]
+        lost = report.max_score - report.score
+        assert sum(d.points for d in report.deductions) == pytest.approx(lost, abs=0.01), code
+
+
+def test_deductions_follow_their_checks_rescaled():
+    """prices.rescaled: each deduction scaled as its home check was, all of them together
+    to what the charged checks lose after rescaling."""
+    from autograder.model import Deduction
+    before = [_r("masked_softmax.masked", "masked_softmax", 0, 7),
+              _r("split_heads.values", "split_heads", 0, 6),
+              _r("MultiHeadAttention.values", "MultiHeadAttention", 4, 10)]
+    after = [replace(before[0], max_score=8.0), before[1],
+             replace(before[2], max_score=11.0, score=4.4)]
+    found = (Deduction("mask.zero-len-nan", 7.0, ""), Deduction("split.no-transpose", 6.0, ""),
+             Deduction("pool.no-scale", 6.0, ""))
+    out = prices.rescaled(found, before, after, [r.name for r in before])
+    assert sum(d.points for d in out) == pytest.approx(8 + 6 + 6.6, abs=0.02)
+    assert out[0].points > out[1].points
+    assert prices.rescaled(found, before, before, [r.name for r in before]) == found
 
 
 def test_each_deduction_is_listed_in_every_output(graded):
@@ -164,6 +249,30 @@ def test_a_cheaper_carried_failure_is_charged_up_to_the_price():
     out, _ = prices.apply(final, explains, [NAN], POINTS, {"mask.zero-len-nan": 9})
     assert sum(r.max_score - r.score for r in out) == pytest.approx(9.0)
     assert out[1].status is Status.FAILED and "one price" in out[1].feedback
+
+
+def test_a_function_check_is_explained_by_the_simulation_of_that_function():
+    """attention_pool's failures are explained by the codes whose simulation together gives
+    its answers (a mask mistake and a transposition at once), its raises check by none, and
+    another part's checks by none."""
+    strict = [_r("attention_pool.masked", "attention_pool", 0, 4),
+              _r("attention_pool.raises", "attention_pool", 0, 1),
+              _r("split_heads.values", "split_heads", 0, 6)]
+    simulated = {"attention_pool": frozenset({"mask.zero-len-nan", "pool.transpose-wrong-axes"})}
+    explains = prices.explained(strict, strict, [NAN], {}, simulated)
+    assert explains == {"attention_pool.masked": ["mask.zero-len-nan"]}
+
+
+def test_a_released_measurement_is_the_simulated_mistakes_but_a_builtin_never():
+    """Measurements graded once the module's failures were explained: a failed one is the
+    simulated mistakes' doing; the forbidden built-in and the fresh weights' check are not."""
+    strict = [_r("cost.flops", "conventions", 0, 1),
+              _r("MultiHeadAttention.builtin", "MultiHeadAttention", 0, 3),
+              _r("MultiHeadAttention.init", "MultiHeadAttention", 0, 1)]
+    released = frozenset(r.name for r in strict)
+    module = frozenset({"mask.zero-len-nan"})
+    assert set(prices.explained(strict, strict, [NAN], {}, module, released)) == {"cost.flops"}
+    assert prices.explained(strict, strict, [NAN], {}, module) == {}
 
 
 def test_unpriced_codes_explain_nothing():

@@ -260,6 +260,12 @@ def expected_params(name: str) -> int:
     return 4 * d * dt + ((3 * dt + d) if init.get("bias") else 0)
 
 
+def key_bias(name: str) -> int:
+    """The size of W_k's bias in trace ``name`` (0 without biases): a module may leave it out."""
+    init = TRACES[name]
+    return init.get("d_total", init["d_model"]) if init.get("bias") else 0
+
+
 def formula(name: str) -> str:
     init = TRACES[name]
     d, dt = init["d_model"], init.get("d_total", init["d_model"])

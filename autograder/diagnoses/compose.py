@@ -68,15 +68,19 @@ FUNCTIONS = _function_candidates()
 
 
 def explained(probe) -> frozenset:
-    """Every code that the smallest explaining combinations force, functions and module."""
+    """Every code that the smallest explaining combinations force, functions and module.
+    ``observations["functions_simulated"]``: function -> the codes whose simulation together
+    gives each of its answers that is not the reference's (``prices``)."""
     store = probe.observations
     if "composed" not in store:
-        found = set()
+        found, store["functions_simulated"] = set(), {}
         for fn, candidates in FUNCTIONS.items():
             records = calls(probe, fn)
             if as_reference(records):
                 continue                 # no mistake is told by a function that is right
-            found |= _smallest(candidates, lambda mistake: behaves_like(records, mistake))
+            codes = _smallest(candidates, lambda mistake: behaves_like(records, mistake))
+            store["functions_simulated"][fn] = frozenset(codes)
+            found |= codes
         module, store["module_simulated"] = _module(probe, found)
         found |= module
         store["composed"] = frozenset(found)
@@ -93,7 +97,8 @@ def _smallest(candidates, explains) -> set:
 
 
 def _module(probe, function_codes: set) -> tuple[set, frozenset]:
-    """Module mistakes (at most two on top of what its parts do) that explain its forwards;
+    """Module mistakes (at most two on top of what its parts do, or two and one of the
+    mask's) that explain its forwards;
     and every code whose simulation gives the module's own forwards exactly, the parts'
     included (``prices``: the module's failures are then those mistakes' doing)."""
     base, based = {}, set()
@@ -108,12 +113,34 @@ def _module(probe, function_codes: set) -> tuple[set, frozenset]:
         observed = plain if which == "plain" else carried
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
-        found = _combinations(telling[which], start)
+        found = _combinations(telling[which], start) or \
+            _with_a_mask(observed, telling[which], start)
         if found:
             if which == "plain":
                 simulated = frozenset(found | (based if start else set()))
             return found, simulated
     return set(), simulated
+
+
+def simulated(probe, codes) -> frozenset:
+    """The named codes whose simulation, all together, gives every forward of the module as
+    written (``prices``: the module's failures are then those mistakes' doing): the largest
+    such set among the named codes that have a module switch, each with its alternatives."""
+    plain, _ = module_runs(probe)
+    named = sorted(code for code in codes if code in MODULE)
+    if not plain or not named:
+        return frozenset()
+    for size in range(len(named), 0, -1):
+        for subset in itertools.combinations(named, size):
+            for choice in itertools.product(*(MODULE[code] for code in subset)):
+                switch: dict | None = {}
+                for one in choice:
+                    switch = m.merged(switch, one)
+                    if switch is None:
+                        break
+                if switch is not None and _all_like(plain, switch):
+                    return frozenset(subset)
+    return frozenset()
 
 
 def _all_like(observed, switch: dict) -> bool:
@@ -148,3 +175,47 @@ def _combinations(flat, start: dict) -> set:
         whole = m.merged(start, switch)
         return whole is not None and _forward_like(flat, **whole)
     return _smallest(MODULE_CANDIDATES, explains)
+
+
+#: Module mistakes of the mask, and (codes, switch) of those that touch no mask (one or two)
+MASKS = [(frozenset([code]), switch) for code, alts in MODULE.items() if code.startswith("mask.")
+         for switch in alts]
+UNMASKED_CANDIDATES = [(codes, switch) for codes, switch in MODULE_CANDIDATES
+                       if "mask" not in switch]
+
+
+def _with_a_mask(observed, flat, start: dict) -> set:
+    """Three module mistakes, one of them the mask's. A mask mistake changes no forward
+    without valid_lens, so the others are found on those forwards first (at most two, each
+    tried until its first forward that differs), then one mask mistake on top of each, on
+    every forward (``flat``: them as ``values.telling_runs`` gives them): some hundred
+    simulations where every triple would take thousands."""
+    unmasked = _unmasked(observed)
+    if not unmasked:
+        return set()
+    hits = []
+    for codes, switch in UNMASKED_CANDIDATES:
+        whole = m.merged(start, switch)
+        if whole is None or not _all_like(unmasked, whole):
+            continue
+        for mask_codes, mask in MASKS:
+            both = m.merged(whole, mask)
+            if both is not None and _forward_like(flat, **both):
+                hits.append(codes | mask_codes)
+    if not hits:
+        return set()
+    size = min(len(h) for h in hits)
+    return set(frozenset.intersection(*[h for h in hits if len(h) == size]))
+
+
+def _unmasked(observed) -> list:
+    """The observed forwards without valid_lens (and not in training mode)."""
+    out = []
+    for config, runs, student, ref in observed:
+        keep = [i for i, run in enumerate(runs)
+                if run.get("valid_lens") is None and not run.get("train")]
+        if keep:
+            out.append((config, [runs[i] for i in keep],
+                        {**student, "runs": [student["runs"][i] for i in keep]},
+                        {**ref, "runs": [ref["runs"][i] for i in keep]}))
+    return out
