@@ -1,10 +1,13 @@
-"""The grading pipeline, in one place: load -> sandbox -> checks -> diagnose -> score -> report."""
+"""The grading pipeline, in one place: a submission is loaded, then goes through ``STAGES``
+(read the source; in its sandbox: the checks, error carried forward, the diagnoses, the
+prices; then scoring and the report's notes) and becomes a Report."""
 from __future__ import annotations
 
 import copy
 import os
 import secrets
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -90,62 +93,98 @@ class Grader:
 
     def grade(self, path, variant: variants.Variant | None = None) -> Report:
         """Grade one submission; ``variant``: the student's own numbers and seed (default:
-        ``variants.DEFAULT`` and this Grader's seed)."""
-        sub = submission.load(path)
+        ``variants.DEFAULT`` and this Grader's seed). The stages of ``STAGES`` in turn, the
+        sandbox open for those that run the submission."""
         variant = variant or variants.DEFAULT
-        seed = self.seed if variant.seed is None else variant.seed
-        facts = source_facts.read(sub.source, sub.cells, self._trusted_cells()) \
-            if not sub.problem else source_facts.SourceFacts()
-        sandbox = self._sandbox(sub)
+        g = Grading(submission.load(path), variant,
+                    self.seed if variant.seed is None else variant.seed)
+        for stage in BEFORE_SANDBOX:
+            stage(self, g)
+        g.sandbox = self._sandbox(g.sub)
         try:
-            probe = self._probe(sub, sandbox, seed, variant)
-            probe.observations.update(source=facts, guarded=self.rules)
-            results, passed = [], self._ungated()
-            # The numeric questions are the notebook's: a .py module is not asked them.
-            asked = sub.name.endswith(".ipynb")
-            for check in self.judged():
-                if check.group == "questions" and not asked:
-                    if self.rubric.questions == "every":
-                        results.append(unanswered(check, self._points(check.name)))
-                    continue
-                probe.observations["current"] = check.name
-                results.append(run_check(check, probe, self._points(check.name), passed,
-                                         self.has_cuda))
-            strict = results
-            if sandbox is not None and not sub.problem:
-                results = self._carry_forward(sub, sandbox, seed, variant, facts, results,
-                                              probe)
-            found = diagnoses.diagnose(probe, strict)
-            if not self.rubric.carry_forward:
-                results = strict
-            deductions: tuple = ()
-            charged: list = []
-            if self.rubric.one_price and self.rubric.carry_forward and sandbox is not None \
-                    and not sub.problem:                    # carry_forward = false: strictly
-                results, deductions, charged = self._one_price(probe, strict, results, found)
+            for stage in IN_SANDBOX:
+                stage(self, g)
         finally:
-            if sandbox is not None:
-                sandbox.close()
-        forbidden = bool(forbidden_seen(probe.observations))
-        results = [r for r in results if self.rubric.enabled(r.name)]   # what the rubric weighs
-        weighed = results
-        results, notes = scoring.score(results, self.rubric, forbidden=forbidden)
-        deductions = prices.rescaled(deductions, weighed, results, charged)
+            if g.sandbox is not None:
+                g.sandbox.close()
+        for stage in AFTER_SANDBOX:
+            stage(self, g)
+        return Report(g.sub.name, tuple(g.results), tuple(g.found), g.seed, tuple(g.notes),
+                      _facts(g.facts, g.probe.observations), g.deductions)
+
+    # ---- the stages: each reads and adds to one Grading ------------------------------
+
+    def read_source(self, g: Grading) -> None:
+        """The facts the source shows (the forbidden built-ins it names, the code rules its
+        syntax breaks), from exactly the text the worker compiles."""
+        g.facts = source_facts.SourceFacts() if g.sub.problem else \
+            source_facts.read(g.sub.source, g.sub.cells, self._trusted_cells())
+
+    def open_probe(self, g: Grading) -> None:
+        """Both sides seen through probes: the student's in the sandbox, the reference here."""
+        g.probe = self._probe(g.sub, g.sandbox, g.seed, g.variant)
+        g.probe.observations.update(source=g.facts, guarded=self.rules)
+
+    def run_checks(self, g: Grading) -> None:
+        """Every judged check on the submission's own code (``strict``)."""
+        passed = self._ungated()
+        # The numeric questions are the notebook's: a .py module is not asked them.
+        asked = g.sub.name.endswith(".ipynb")
+        for check in self.judged():
+            if check.group == "questions" and not asked:
+                if self.rubric.questions == "every":
+                    g.strict.append(unanswered(check, self._points(check.name)))
+                continue
+            g.probe.observations["current"] = check.name
+            g.strict.append(run_check(check, g.probe, self._points(check.name), passed,
+                                      self.has_cuda))
+        g.results = g.strict
+
+    def carry_forward(self, g: Grading) -> None:
+        """Error carried forward (``_carry_forward``), where the submission ran; the rubric
+        decides afterwards whether it counts (``price``)."""
+        if g.ran:
+            g.results = self._carry_forward(g.sub, g.sandbox, g.seed, g.variant, g.facts,
+                                            g.strict, g.probe)
+
+    def diagnose(self, g: Grading) -> None:
+        """The mistakes the submission's behaviour shows, read from the strict pass."""
+        g.found = diagnoses.diagnose(g.probe, g.strict)
+
+    def price(self, g: Grading) -> None:
+        """carry_forward = false grades strictly (prices too); else one mistake, one price."""
+        if not self.rubric.carry_forward:
+            g.results = g.strict
+        elif self.rubric.one_price and g.ran:
+            g.results, g.deductions, g.charged = self._one_price(g.probe, g.strict, g.results,
+                                                                 g.found)
+
+    def score(self, g: Grading) -> None:
+        """What the rubric weighs, scored (a forbidden built-in voids what it says), and the
+        deductions in the report's points."""
+        forbidden = bool(forbidden_seen(g.probe.observations))
+        weighed = [r for r in g.results if self.rubric.enabled(r.name)]
+        g.results, g.notes = scoring.score(weighed, self.rubric, forbidden=forbidden)
+        g.deductions = prices.rescaled(g.deductions, weighed, g.results, g.charged)
+
+    def annotate(self, g: Grading) -> None:
+        """The report's notes: loading, the sandbox's limits, the code rules, scoring, the
+        grader's own faults, the variant, the deductions."""
+        sub, sandbox = g.sub, g.sandbox
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
-            probe.observations) + notes + probe.observations.get("grader_faults", [])
+            g.probe.observations) + g.notes + g.probe.observations.get("grader_faults", [])
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:
             notes.insert(0, "the submission defines none of the API names ("
                          + ", ".join(submission.API) + "), so every check errs")
-        if variant.seed is not None:
-            notes.append(f"graded against the variant of student {variant.student}: its numbers "
-                         f"and its seed (regrade with --student {variant.student})")
-        if deductions:
+        if g.variant.seed is not None:
+            notes.append(f"graded against the variant of student {g.variant.student}: its "
+                         f"numbers and its seed (regrade with --student {g.variant.student})")
+        if g.deductions:
             notes.append("charged once per named mistake (rubric policy 'one_price'): "
-                         + "; ".join(d.line() for d in deductions))
-        return Report(sub.name, tuple(results), tuple(found), seed, tuple(notes),
-                      _facts(facts, probe.observations), deductions)
+                         + "; ".join(d.line() for d in g.deductions))
+        g.notes = notes
 
     def _one_price(self, probe, strict, results, found) -> tuple[list, tuple, list]:
         """The failures the named mistakes explain, charged at their prices (``prices``), the
@@ -285,6 +324,38 @@ class Grader:
                               reference=registry.Side(reference), seed=seed,
                               has_cuda=self.has_cuda, device=self.device,
                               observations=observations, variant=variant)
+
+
+@dataclass
+class Grading:
+    """One submission's grading as it goes through the stages: each reads what earlier
+    stages left here and adds its own."""
+    sub: submission.Submission
+    variant: variants.Variant
+    seed: int
+    facts: source_facts.SourceFacts | None = None
+    sandbox: Sandbox | None = None
+    probe: registry.Probe | None = None
+    strict: list = field(default_factory=list)      #: each check as the submission's own code did
+    results: list = field(default_factory=list)     #: as graded: carried forward, priced, scored
+    found: list = field(default_factory=list)       #: the diagnoses
+    deductions: tuple = ()                          #: one price per named mistake
+    charged: list = field(default_factory=list)     #: the checks those deductions were charged on
+    notes: list = field(default_factory=list)
+
+    @property
+    def ran(self) -> bool:
+        """The submission was loaded into a sandbox (no load problem of its own)."""
+        return self.sandbox is not None and not self.sub.problem
+
+
+#: The pipeline, as nbgrader lists its preprocessors: a submission's grading is these
+#: stages in turn, the middle ones while its sandbox is open (``Grader.grade``).
+BEFORE_SANDBOX = (Grader.read_source,)
+IN_SANDBOX = (Grader.open_probe, Grader.run_checks, Grader.carry_forward, Grader.diagnose,
+              Grader.price)
+AFTER_SANDBOX = (Grader.score, Grader.annotate)
+STAGES = BEFORE_SANDBOX + IN_SANDBOX + AFTER_SANDBOX
 
 
 def _rule_notes(observations: dict) -> list[str]:

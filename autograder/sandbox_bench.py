@@ -9,8 +9,9 @@ zygote and the sandboxes it forked), so the figure means "on one core" even wher
 cores help. Then the cost of the isolation alone: a sandbox forked, jailed, given the
 submission, asked one probe and killed. ``--one-core`` pins everything to one CPU first.
 
-``--profile`` says where a submission's time goes, stage by stage (load, the source reader,
-the sandbox's start, the checks, the carried pass, the diagnoses, the pricing, scoring), and
+``--profile`` says where a submission's time goes, stage by stage (loading, the sandbox's
+start and close, and each stage of ``api.STAGES``: the source reader, the checks, error
+carried forward, the diagnoses, the prices, scoring, the notes), and
 inside each, the grader's own work per check and per diagnosis apart from the round trips to
 the sandbox per probe (a round trip's wall time is the sandbox's work plus the transport:
 with ``--one-core`` that is CPU time). Exclusive times: a diagnosis's probe counts under the
@@ -82,17 +83,20 @@ class _Profile:
         setattr(owner, name, timed)
 
     def install(self):
+        """Each stage of ``api.STAGES`` (and loading, the sandbox's start and close) labelled
+        by name; inside them each check, diagnosis and probe round trip."""
         from . import api, diagnoses
         from .sandbox import host
         stage = "stage: "
         self.wrap(api.submission, "load", stage + "load the submission")
-        self.wrap(api.source_facts, "read", stage + "read the source")
         self.wrap(api.Grader, "_sandbox", stage + "start the sandbox (fork, jail, import)")
-        self.wrap(api.Grader, "_carry_forward", stage + "error carried forward")
-        self.wrap(api.Grader, "_one_price", stage + "one mistake, one price")
-        self.wrap(api.diagnoses, "diagnose", stage + "diagnoses")
-        self.wrap(api.scoring, "score", stage + "scoring")
         self.wrap(host.Sandbox, "close", stage + "close the sandbox")
+        for group in ("BEFORE_SANDBOX", "IN_SANDBOX", "AFTER_SANDBOX"):
+            holder = type("Stages", (), {f.__name__: staticmethod(f)
+                                         for f in getattr(api, group)})
+            for f in getattr(api, group):
+                self.wrap(holder, f.__name__, stage + f.__name__)
+            setattr(api, group, tuple(getattr(holder, f.__name__) for f in getattr(api, group)))
         self.wrap(api, "run_check", lambda check, *a, **k: "check " + check.name)
         self.wrap(diagnoses, "_attempt", lambda probe, what, *a, **k: what)
         self.wrap(host.Sandbox, "probe",
@@ -109,7 +113,7 @@ class _Profile:
         lines += [f"  {self.inclusive[k] / n * 1e3:7.2f} ms  {k[len('stage: '):]}"
                   for k in stages]
         rest = sum(self.spent.values()) - sum(self.inclusive[k] for k in stages)
-        lines.append(f"  {rest / n * 1e3:7.2f} ms  the checks as written (the rest)")
+        lines.append(f"  {rest / n * 1e3:7.2f} ms  the rest (the grader's own loop)")
         lines += [f"where one submission's time goes (exclusive wall ms per submission, mean of "
                  f"{n}; total {total / n * 1e3:.1f} ms, of which round trips to the sandbox "
                  f"{probes / n * 1e3:.1f} ms in {sum(c for k, c in self.calls.items() if k.startswith('probe ')) / n:.0f} probes):"]

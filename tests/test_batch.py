@@ -82,9 +82,14 @@ def test_rerun_grades_nothing_twice(graded, class_dir, capsys):
 
 
 def _children(pid: int) -> set[int]:
+    """The children of every thread of ``pid`` (a thread that ends while it is read, as the
+    batch's threads do, has none left to give)."""
     found = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        found |= {int(c) for c in (task / "children").read_text().split()}
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return found
 
 

@@ -244,3 +244,30 @@ def test_two_masking_mistakes_come_together_only_as_a_placement_and_a_fill():
     both = mutants.softmax(scores, lens, mistake=("repeat-per-head", "zero-len-nan"))
     # folded rows b*2 + j take example (b*2 + j) mod 2's length: head 0 of each example is empty
     assert both[:, 0].isnan().all() and not both[:, 1].isnan().any()
+
+
+def test_grading_is_the_pipelines_stages_in_turn(grader, monkeypatch):
+    """Is a submission graded by exactly the stages api.STAGES lists, in that order, the
+    sandbox open for IN_SANDBOX's alone? (The list is the pipeline, as nbgrader's
+    preprocessor lists are: a stage added beside it, or skipped, fails here.)"""
+    from autograder.sandbox.host import Sandbox
+    seen = []
+    names = {group: [f.__name__ for f in getattr(api, group)]
+             for group in ("BEFORE_SANDBOX", "IN_SANDBOX", "AFTER_SANDBOX")}
+    assert api.STAGES == api.BEFORE_SANDBOX + api.IN_SANDBOX + api.AFTER_SANDBOX
+
+    def watched(stage):
+        def run(self, g):
+            seen.append(stage.__name__)
+            return stage(self, g)
+        return run
+    for group in ("BEFORE_SANDBOX", "IN_SANDBOX", "AFTER_SANDBOX"):
+        monkeypatch.setattr(api, group, tuple(watched(s) for s in getattr(api, group)))
+    opened, closed = api.Grader._sandbox, Sandbox.close
+    monkeypatch.setattr(api.Grader, "_sandbox", lambda self, sub: seen.append("open") or
+                        opened(self, sub))
+    monkeypatch.setattr(Sandbox, "close", lambda self: seen.append("close") or closed(self))
+    report = grader.grade(ROOT / "solutions" / "mha.py")
+    assert report.score == report.max_score
+    assert seen == names["BEFORE_SANDBOX"] + ["open"] + names["IN_SANDBOX"] + ["close"] \
+        + names["AFTER_SANDBOX"]
