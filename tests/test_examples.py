@@ -81,3 +81,16 @@ def test_the_demo_says_which_example_no_longer_applies(monkeypatch):
     assert "example 'all heads share one set of weights' no longer applies to the reference" in text
     assert "'no such text' 0 times" in text
     assert text.count("mistakes found") == len(demo.EXAMPLES) - 1
+
+
+def test_the_test_fixtures_use_the_same_engine(monkeypatch):
+    """mistakes.py, structure_fixtures.py (and fair_fixtures.py through it) refuse an old text
+    found twice, naming the fixture, where mistakes.py once replaced every occurrence."""
+    import mistakes
+    import structure_fixtures
+    twice = [("torch.", "torch.")]                       # in the reference many times
+    monkeypatch.setitem(mistakes.MISTAKES, "x.twice", twice)
+    with pytest.raises(examples.PatchError, match=r"^fixture x\.twice \(tests/mistakes\.py\): .* times, not once"):
+        mistakes.source("x.twice")
+    with pytest.raises(examples.PatchError, match=r"^fixture y: .*'torch\.' \d+ times, not once"):
+        structure_fixtures.patched("y", "a description", twice)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from autograder import api
-from mistakes import MISTAKES, REFERENCE
+from mistakes import REFERENCE, source
 
 pytestmark = pytest.mark.slow
 REF = REFERENCE.read_text(encoding="utf-8")
@@ -37,9 +37,8 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("invariance")
     ref = folder / "reference.py"
     ref.write_text(REF, encoding="utf-8")
-    old, new = MISTAKES["split.no-transpose"][0]
     split = folder / "split.py"
-    split.write_text(REF.replace(old, new), encoding="utf-8")
+    split.write_text(source("split.no-transpose"), encoding="utf-8")
     return {"reference": ref, "split": split}
 
 
