@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder import api
 from autograder.compare import CheckFailed, expect_masked_zero, same_values
 from autograder.examples import patch
 from mistakes import FILL_OK, REFERENCE
@@ -14,11 +13,8 @@ REF = REFERENCE.read_text(encoding="utf-8")
 SHAPE_OK = "    return (d, d_total // num_heads)"
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=7, device="cpu")
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 7, "device": "cpu"}
 
 
 def grade(grader, tmp_path, text: str):

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from autograder import api, demo, examples
+from autograder import demo, examples
 
 #: what `python -m autograder demo` shows for each example: score and mistakes found
 DEMO = {"split_no_transpose": (94.0, {"split.no-transpose"}),
@@ -16,11 +16,8 @@ DEMO = {"split_no_transpose": (94.0, {"split.no-transpose"}),
         "syntax_error": (0.0, set())}
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=2024)
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 2024}
 
 
 def test_the_demo_grades_every_example():

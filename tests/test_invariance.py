@@ -7,18 +7,14 @@ import dataclasses
 
 import pytest
 
-from autograder import api
 from mistakes import REFERENCE, source
 
 pytestmark = pytest.mark.slow
 REF = REFERENCE.read_text(encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=9, device="cpu")
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 9, "device": "cpu"}
 
 
 def _outcomes(grader, path, disabled: str | None = None) -> dict:
