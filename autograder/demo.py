@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
-from . import api
+from . import api, examples
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = [
+#: (label, a file or the name of an example of autograder/examples.py, written when graded)
+EXAMPLES: list[tuple[str, Path | str]] = [
     ("the reference solution", ROOT / "solutions" / "mha.py"),
     ("the student stub (nothing done yet)", ROOT / "assignments" / "stub" / "mha.py"),
-    ("split_heads without the transpose", Path(__file__).with_name("examples") / "split_no_transpose.py"),
-    ("D2L-style masked_softmax", Path(__file__).with_name("examples") / "d2l_masked_softmax.py"),
-    ("all heads share one set of weights", Path(__file__).with_name("examples") / "shared_heads.py"),
-    ("a syntax error", Path(__file__).with_name("examples") / "syntax_error.py"),
+    ("split_heads without the transpose", "split_no_transpose"),
+    ("D2L-style masked_softmax", "d2l_masked_softmax"),
+    ("all heads share one set of weights", "shared_heads"),
+    ("a syntax error", "syntax_error"),
 ]
 
 WIDTH = 100                 #: the headlines are wrapped to this width, whole, never cut
@@ -25,16 +27,23 @@ def run(grader: api.Grader, out=sys.stdout) -> list:
     """Grade each example; print one line per submission, then what each mistake was."""
     print(f"Grading {len(EXAMPLES)} example submissions (seed {grader.seed}) …\n", file=out)
     reports = []
-    for label, path in EXAMPLES:
-        if not path.exists():
-            print(f"  (missing example: {path})", file=out)
-            continue
-        start = time.monotonic()
-        report = grader.grade(path)
-        reports.append((label, report))
-        codes = ", ".join(d.code for d in report.diagnoses) or "-"
-        print(f"  {report.score:6.1f} / {report.max_score:g}  {label:<38} "
-              f"{time.monotonic() - start:5.1f} s   mistakes found: {codes}", file=out, flush=True)
+    with tempfile.TemporaryDirectory(prefix="mha-demo-") as folder:
+        for label, example in EXAMPLES:
+            try:
+                path = examples.write(example, Path(folder)) if isinstance(example, str) else example
+            except examples.PatchError as e:
+                print(f"  (example {label!r} no longer applies to the reference: {e})", file=out)
+                continue
+            if not path.exists():
+                print(f"  (missing example: {path})", file=out)
+                continue
+            start = time.monotonic()
+            report = grader.grade(path)
+            reports.append((label, report))
+            codes = ", ".join(d.code for d in report.diagnoses) or "-"
+            print(f"  {report.score:6.1f} / {report.max_score:g}  {label:<38} "
+                  f"{time.monotonic() - start:5.1f} s   mistakes found: {codes}", file=out,
+                  flush=True)
     print("\nWhat the grader told each student (the first thing it says):", file=out)
     for label, report in reports:
         print(textwrap.fill(f"- {label}: {_headline(report)}", WIDTH, initial_indent="  ",

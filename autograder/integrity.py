@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WATCHED = ("autograder", "solutions")
 #: Never imported by the grader's process: the command line's entry point, the sandbox's
-#: own interpreter (it imports its modules as top-level names), example submissions.
-NOT_IMPORTED = ("autograder/__main__.py", "autograder/sandbox/", "autograder/examples/")
+#: own interpreter (it imports its modules as top-level names).
+NOT_IMPORTED = ("autograder/__main__.py", "autograder/sandbox/")
 #: Code files an import can load with no source beside them.
 CODE_SUFFIXES = (".so", ".pyd", ".pyc")
 FOREIGN, STALE, ORPHAN = "foreign", "stale", "orphan"

@@ -27,3 +27,40 @@ def fixed_seeds():
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def make_grader(tmp_path_factory):
+    """``make_grader(**options)``: an ``autograder.api.Grader`` for this test module, one per
+    distinct options, closed when the module's tests are done. The options are the Grader's
+    (``seed``, ``device``, ``public_only``, ``rules``, ``memory_bytes``, ``rubric``) and two
+    more: ``timeouts``, a dict that updates the Grader's, and ``rubric_text``, a rubric's TOML
+    (written to a file, given as ``rubric``)."""
+    from autograder import api
+    made = {}
+
+    def make(*, timeouts=None, rubric_text=None, **options):
+        key = (repr(sorted((timeouts or {}).items())), rubric_text, repr(sorted(options.items())))
+        if key not in made:
+            if rubric_text is not None:
+                options["rubric"] = tmp_path_factory.mktemp("rubric") / "rubric.toml"
+                options["rubric"].write_text(rubric_text)
+            grader = api.Grader(**options)
+            grader.timeouts.update(timeouts or {})
+            made[key] = grader
+        return made[key]
+
+    yield make
+    for grader in made.values():
+        grader.close()
+
+
+@pytest.fixture(scope="module")
+def grader(request, make_grader):
+    """The test module's grader: ``make_grader(**GRADER)``, ``GRADER`` the module's options
+    (the seed at least, so that a failure replays)."""
+    options = getattr(request.module, "GRADER", None)
+    if options is None:
+        pytest.fail(f"{request.module.__name__} uses the grader fixture: give it GRADER = "
+                    "{'seed': N, ...}, the options of make_grader", pytrace=False)
+    return make_grader(**options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parent.parent / "solutions" / "mha.py"
+from autograder.examples import REFERENCE, patch
 
 SPLIT_OK = """    X = X.reshape(*X.shape[:-1], num_heads, p)                # (batch, n, num_heads, p)
     return X.transpose(-3, -2)                                # (batch, num_heads, n, p)"""
@@ -109,12 +109,9 @@ ALSO_ALLOWED = {"mask.zero-len-uniform": {"mask.fp16-overflow"},
 
 
 def source(code: str) -> str:
-    text = REFERENCE.read_text()
-    for old, new in MISTAKES[code]:
-        if old not in text:
-            raise AssertionError(f"fixture for {code}: the reference no longer contains {old!r}")
-        text = text.replace(old, new)
-    return text
+    """The reference's text with the fixture's patches (each old text exactly once:
+    ``autograder.examples.patch``, the project's one patch engine)."""
+    return patch(f"fixture {code} (tests/mistakes.py)", REFERENCE.read_text(), MISTAKES[code])
 
 
 def write(code: str, folder: Path) -> Path:

@@ -2,14 +2,14 @@
 patches on solutions/mha.py's text (as mistakes.py does) so that they follow the reference.
 
 PATCHES maps a fixture's name to (what the change is, [(old, new), ...]); each old text must
-occur exactly once in the reference. ``write(name, folder)`` writes the patched module.
+occur exactly once in the reference (``autograder.examples.patch``, the project's one patch
+engine). ``write(name, folder)`` writes the patched module.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-REFERENCE = Path(__file__).resolve().parent.parent / "solutions" / "mha.py"
+from autograder.examples import REFERENCE, patch, with_docstring
 
 PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     'broadcast_scores': ('CORRECT values, scores as a broadcast product summed over p: it materialises (batch, M, n_q, n_k, p), fine on CPU, too big on a GPU.', [
@@ -266,14 +266,9 @@ def source(name: str) -> str:
 
 def patched(name: str, description: str, replacements) -> str:
     """The reference's text with these replacements, its docstring the description."""
-    text = REFERENCE.read_text()
-    for old, new in replacements:
-        if text.count(old) != 1:
-            raise AssertionError(f"fixture {name}: the reference contains {old!r} "
-                                 f"{text.count(old)} times, not once")
-        text = text.replace(old, new)
-    docstring = f'"""{description}\n\nThe reference solution (solutions/mha.py) with this one change."""\n'
-    return re.sub(r'\A""".*?"""\n', lambda _: docstring, text, count=1, flags=re.S)
+    text = patch(f"fixture {name}", REFERENCE.read_text(), replacements)
+    return with_docstring(text, f"{description}\n\n"
+                                "The reference solution (solutions/mha.py) with this one change.")
 
 
 def write(name: str, folder: Path) -> Path:

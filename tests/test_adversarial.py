@@ -71,22 +71,15 @@ def markers() -> list[str]:
     return [str(p / m) for p in places for m in MARKERS if (p / m).exists()]
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=4321)
-    g.timeouts.update({"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0})
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 4321, "timeouts": {"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0}}
 
 
 @pytest.fixture(scope="module")
-def bare():
+def bare(make_grader):
     """A grader without the code rules: the sandbox's isolation and the boundary's checks,
     tried alone (defence in depth: each layer must hold by itself)."""
-    g = api.Grader(seed=4321, rules=False)
-    g.timeouts.update({"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0})
-    yield g
-    g.close()
+    return make_grader(**GRADER, rules=False)
 
 
 @pytest.fixture(scope="module")

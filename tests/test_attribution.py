@@ -10,11 +10,8 @@ from autograder import api
 from test_forged_facts import BASE
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=11)
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 11}
 
 
 def grade(grader, tmp_path, text: str) -> dict:

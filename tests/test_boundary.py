@@ -304,12 +304,8 @@ def test_any_error_while_reading_is_the_students_problem(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------------------
 # Through the grader: in-process, then the command line, then a batch
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=4321)
-    g.timeouts.update({"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0})
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 4321, "timeouts": {"import": 10.0, "probe": 8.0, "group": 16.0, "submission": 60.0}}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 import mistakes
-from autograder import api, scoring
+from autograder import scoring
 from autograder.model import Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,11 +22,8 @@ API_NAMES = ("head_weight_shape", "project", "project_heads", "split_heads", "co
              "masked_softmax", "attention_pool", "MultiHeadAttention")
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=1234)
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 1234}
 
 
 def test_default_rubric_totals_100():

@@ -5,19 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder import api
 from autograder.compare import CheckFailed, expect_masked_zero, same_values
+from autograder.examples import patch
 from mistakes import FILL_OK, REFERENCE
 
 REF = REFERENCE.read_text(encoding="utf-8")
 SHAPE_OK = "    return (d, d_total // num_heads)"
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=7, device="cpu")
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 7, "device": "cpu"}
 
 
 def grade(grader, tmp_path, text: str):
@@ -29,9 +26,9 @@ def grade(grader, tmp_path, text: str):
 def test_a_finite_fill_that_leaves_tiny_weights_fails_the_masked_check(grader, tmp_path):
     """-60 instead of the dtype's lowest value: every value within tolerance, the masked
     weights about 1e-27, rows with no valid key zeroed: only the exactness fails it."""
-    assert FILL_OK in REF
-    tiny = REF.replace(FILL_OK, "    weights = torch.softmax(scores.masked_fill(~keep, -60.0), dim=-1)\n"
-                                "    return weights * (lens > 0)")
+    tiny = patch("fill -60", REF, [(FILL_OK, "    weights = torch.softmax(scores.masked_fill("
+                                             "~keep, -60.0), dim=-1)\n"
+                                             "    return weights * (lens > 0)")])
     results = grade(grader, tmp_path, tiny)
     masked = results["masked_softmax.masked"]
     assert masked.status.value == "failed"
@@ -47,8 +44,8 @@ def test_the_reference_fill_passes(grader, tmp_path):
 
 
 def test_a_float_where_the_contract_says_int_fails(grader, tmp_path):
-    assert SHAPE_OK in REF
-    results = grade(grader, tmp_path, REF.replace(SHAPE_OK, "    return (d, d_total / num_heads)"))
+    results = grade(grader, tmp_path,
+                    patch("float shape", REF, [(SHAPE_OK, "    return (d, d_total / num_heads)")]))
     r = results["head_weight_shape.values"]
     assert r.status.value == "failed" and ".0)" in r.feedback, r.feedback
 

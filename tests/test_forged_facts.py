@@ -194,11 +194,8 @@ def attack(name: str) -> str:
     return twin(name) + textwrap.dedent(ATTACKS[name][1])
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=5)
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 5}
 
 
 def grade(grader, tmp_path, name: str, text: str) -> dict:
@@ -508,11 +505,9 @@ class MultiHeadAttention(MultiHeadAttention):
 
 
 @pytest.fixture(scope="module")
-def bare():
+def bare(make_grader):
     """The sandbox without the code rules: its run-time watch, alone."""
-    g = api.Grader(seed=5, rules=False)
-    yield g
-    g.close()
+    return make_grader(**GRADER, rules=False)
 
 
 def _mha_points(report: dict) -> float:

@@ -7,18 +7,14 @@ import dataclasses
 
 import pytest
 
-from autograder import api
-from mistakes import MISTAKES, REFERENCE
+from mistakes import REFERENCE, source
 
 pytestmark = pytest.mark.slow
 REF = REFERENCE.read_text(encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def grader():
-    g = api.Grader(seed=9, device="cpu")
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 9, "device": "cpu"}
 
 
 def _outcomes(grader, path, disabled: str | None = None) -> dict:
@@ -37,9 +33,8 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("invariance")
     ref = folder / "reference.py"
     ref.write_text(REF, encoding="utf-8")
-    old, new = MISTAKES["split.no-transpose"][0]
     split = folder / "split.py"
-    split.write_text(REF.replace(old, new), encoding="utf-8")
+    split.write_text(source("split.no-transpose"), encoding="utf-8")
     return {"reference": ref, "split": split}
 
 

@@ -25,17 +25,16 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "mistakes.md"
 
 
 @pytest.fixture(scope="module")
-def grade():
+def grade(make_grader):
     """grade(path) -> Report, through one CPU grader of a fixed seed, each file graded once."""
-    grader = Grader(seed=1, device="cpu")
+    grader = make_grader(seed=1, device="cpu")
     reports = {}
 
     def run(path):
         if path not in reports:
             reports[path] = grader.grade(path)
         return reports[path]
-    yield run
-    grader.close()
+    return run
 
 
 def codes(report) -> set[str]:

@@ -20,13 +20,8 @@ ROOT = build.ROOT
 QUESTIONS_ONLY = '[points]\n"questions.key_shape" = 2\n"questions.params" = 2\n'
 
 
-@pytest.fixture(scope="module")
-def grader(tmp_path_factory):
-    rubric = tmp_path_factory.mktemp("rubric") / "questions.toml"
-    rubric.write_text(QUESTIONS_ONLY)
-    g = Grader(seed=0, device="cpu", rubric=rubric)
-    yield g
-    g.close()
+#: the options of this module's `grader` (tests/conftest.py)
+GRADER = {"seed": 0, "device": "cpu", "rubric_text": QUESTIONS_ONLY}
 
 
 def source_notebook():

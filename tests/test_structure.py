@@ -43,9 +43,9 @@ def own(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def grade():
+def grade(make_grader):
     """grade(path) -> Report, through one CPU grader (its zygote takes seconds to start)."""
-    grader = Grader(seed=1, device="cpu")
+    grader = make_grader(seed=1, device="cpu")
     reports = {}
 
     def run(path, *, stand_in_cuda=False):
@@ -57,8 +57,7 @@ def grade():
             finally:
                 grader.has_cuda = False
         return reports[key]
-    yield run
-    grader.close()
+    return run
 
 
 def by_name(report) -> dict:
