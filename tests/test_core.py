@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 import mistakes
-from autograder import scoring
+from autograder import api, scoring
 from autograder.model import Status
 
 ROOT = Path(__file__).resolve().parent.parent

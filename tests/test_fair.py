@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.api import Grader
 from autograder.checks import evidence_device as evd
 from autograder.diagnoses import mutants as m
 
@@ -20,19 +19,20 @@ MASK_CODES = {"mask.wrong-axis", "mask.ignores-valid-lens", "mask.zero-len-nan",
               "mask.repeat-not-interleave"}
 
 
+GRADER = {"seed": 1, "device": "cpu"}           #: the module's grader (conftest's fixture)
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(grader, tmp_path_factory):
     """graded(name) -> the Report of fixture ``name`` (seed 1, CPU), graded once."""
     folder = tmp_path_factory.mktemp("fair")
-    grader = Grader(seed=1, device="cpu")
     reports = {}
 
     def run(name):
         if name not in reports:
             reports[name] = grader.grade(fair_fixtures.write(name, folder))
         return reports[name]
-    yield run
-    grader.close()
+    return run
 
 
 def codes(report) -> set[str]:

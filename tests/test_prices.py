@@ -82,12 +82,7 @@ def three_inlined() -> str:
     return REF.replace(FORWARD, forward)
 
 
-@pytest.fixture(scope="module")
-def grader():
-    from autograder import api
-    g = api.Grader(seed=5, device="cpu")
-    yield g
-    g.close()
+GRADER = {"seed": 5, "device": "cpu"}           #: the module's grader (conftest's fixture)
 
 
 @pytest.fixture(scope="module")
