@@ -244,3 +244,13 @@ def test_a_module_that_gave_the_references_answers_is_not_simulated(monkeypatch)
     assert simulated == []
     assert not values.forward_behaves_like(probe(wrong), mask="after-softmax")
     assert len(simulated) == 2                  # as written and as carried: both differ
+
+
+def test_lengths_spread_against_a_head_major_fold_get_advice_for_that_fold(graded):
+    """Heads folded head-major (torch.cat of torch.split) with the lengths spread by
+    repeat_interleave: is it mask.repeat-not-interleave, with advice that names the fix for
+    that fold (.repeat), not only repeat_interleave, whose twin with .repeat gets 100?"""
+    report = graded("heads_folded_head_major_interleave")
+    message = next(d.message for d in report.diagnoses if d.code == "mask.repeat-not-interleave")
+    assert "head-major" in message and "valid_lens.repeat(num_heads)" in message
+    assert graded("correct_heads_folded_head_major").score == 100

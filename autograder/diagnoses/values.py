@@ -309,9 +309,13 @@ MASK_MESSAGES = {
     "after-softmax": "the softmax runs over all keys and the masked weights are zeroed afterwards "
                      "without renormalising, so partial rows sum to less than 1. Mask the scores "
                      "before the softmax.",
-    "repeat-not-interleave": "the lengths are expanded with .repeat (l0, l1, l0, l1, …) where "
-                             "each example's length must cover its own rows (l0, l0, …, l1, l1, …): "
-                             "masks land on other examples. Use repeat_interleave, or broadcast "
+    "repeat-not-interleave": "the lengths are spread over the rows (or heads) in another order "
+                             "than the rows themselves, so masks land on other examples: each "
+                             "example's length must follow its own rows. With heads folded into "
+                             "the batch batch-major (reshape then transpose: row b*num_heads + h) "
+                             "use valid_lens.repeat_interleave(num_heads, dim=0); folded "
+                             "head-major (torch.cat of torch.split: row h*batch + b) use "
+                             "valid_lens.repeat(num_heads); or keep the head axis and broadcast "
                              "valid_lens[:, None, None, None].",
 }
 
