@@ -206,16 +206,20 @@ def main(count: int, *, nbgrader: int | None = None, workers: int | None = None,
             print(f"  nbgrader autograde : {t_nb:8.1f} s for {nb_count} notebooks, {each:6.2f} s "
                   f"each (serial{extra})")
             print(f"  ratio              : {each / (t_batch / count):8.1f}x faster per notebook")
-        _summary(folder / "batch-out")
+        _summary(folder / "batch-out", count, folder / "batch.log")
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
-def _summary(out: Path) -> None:
+def _summary(out: Path, count: int, log: Path) -> None:
     scores = [json.loads(p.read_text())["score"] for p in (out / "results").rglob("*.json")]
     full = sum(s == max(scores) for s in scores) if scores else 0
     failed = len(list((out / "failures").rglob("*.json")))
-    print(f"  batch results      : {len(scores)} written, {full} with the top score"
+    print(f"  batch results      : {len(scores)} of {count} written, {full} with the top score"
           + (f", {failed} GRADER FAILURES (see {out / 'failures'})" if failed else ""))
+    if len(scores) < count:                     # the figure above is then not of N gradings
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        print(f"  WARNING            : batch wrote {count - len(scores)} results fewer than it "
+              f"was given; its log ends: {lines[-1] if lines else '(empty)'}")
