@@ -6,12 +6,14 @@ nothing), so that syntax and encoding problems get clear messages before any san
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
 import threading
+import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -368,15 +370,39 @@ def _text(source) -> str:
 
 
 def _strip_magics(code: str) -> tuple[str, int]:
+    """The cell without its IPython magic and shell lines (``%matplotlib inline``,
+    ``!pip install x``), and how many there were. Such a line begins a statement: a line
+    that begins with ``%`` inside a statement (``% (d, n))``, the modulo continuing the line
+    above) or a string is Python, and a cell that compiles has no magic at all."""
+    try:
+        compile(code, "<cell>", "exec", dont_inherit=True)
+        return code, 0
+    except (SyntaxError, ValueError):
+        pass
     lines, dropped = [], 0
     for line in code.splitlines():
-        if line.lstrip().startswith(("%", "!")):
+        if line.lstrip().startswith(("%", "!")) and not _continues("\n".join(lines)):
             indent = line[:len(line) - len(line.lstrip())]
             lines.append(f"{indent}pass  # IPython line left out" if indent else "")
             dropped += 1
         else:
             lines.append(line)
     return "\n".join(lines), dropped
+
+
+def _continues(code: str) -> bool:
+    """Does the next line of ``code`` continue a statement or a string (an open bracket, a
+    backslash, an unclosed triple-quoted string)?"""
+    if code.rstrip().endswith("\\"):
+        return True
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(code + "\n").readline):
+            pass
+    except tokenize.TokenError:                 # EOF in a multi-line statement or string
+        return True
+    except (SyntaxError, ValueError):           # something else is wrong: not a continuation
+        return False
+    return False
 
 
 #: ast.parse in several threads at once can fail with "AST constructor recursion depth

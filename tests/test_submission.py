@@ -158,3 +158,27 @@ def test_bad_inputs_get_a_report_through_the_cli(tmp_path):
         assert message in report["notes"][0]
         assert all(c["status"] in ("error", "failed") for c in report["checks"]
                    if c["status"] != "skipped")
+
+
+def test_only_lines_that_begin_a_statement_are_taken_for_magics(tmp_path):
+    """A line that begins with % inside a statement (the modulo continuing the line above,
+    as a real correct file wrote its error message) or inside a string is Python and kept;
+    %matplotlib, !pip and an indented %time are still left out with a note. (Before, the
+    continuation was dropped and the whole notebook failed with a syntax error: 0 points.)"""
+    python = ('def head_weight_shape(d, d_total, num_heads):\n'
+              '    if d_total % num_heads:\n'
+              '        raise ValueError("d_total=%d num_heads=%d"\n'
+              '                         % (d_total, num_heads))\n'
+              '    doc = """\n% kept\n!kept\n"""\n'
+              '    return (d, d_total // num_heads)\n')
+    path = tmp_path / "mha.ipynb"
+    path.write_text(notebook(code(python, "a")))
+    sub = submission.load(path)
+    assert sub.problem is None and not sub.notes
+    assert b"% (d_total, num_heads))" in sub.source and b"% kept" in sub.source
+    magics = "%matplotlib inline\n!pip install torch\ndef f():\n    %time g()\n    return 1\n"
+    path.write_text(notebook(code(python, "a"), code(magics, "b")))
+    sub = submission.load(path)
+    assert sub.problem is None
+    assert any("dropped 3 IPython magic" in n for n in sub.notes), sub.notes
+    assert b"%matplotlib" not in sub.source and b"% (d_total, num_heads))" in sub.source
