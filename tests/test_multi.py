@@ -96,3 +96,25 @@ def test_the_same_file_gets_the_same_codes_and_score_under_ten_seeds(name):
     finally:
         g.close()
     assert len(seen) == 1, seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_a_file_graded_as_a_notebook_cell_gets_what_it_gets_as_a_py_file(grade, path, tmp_path):
+    """Is each real-style file, pasted into the graded cell of a notebook (as `bench --class
+    realistic` does), given the score and the codes its .py gets? (A correct file once got
+    0 there: a line beginning with % inside a statement was taken for an IPython magic.)"""
+    import nbformat
+
+    from autograder import bench
+    assert FILES == sorted(bench.REALISTIC.glob("*.py"))          # the bench's order
+    kind, code = bench.realistic()(FILES.index(path))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(code, metadata={"nbgrader": {
+        "solution": True, "grade": False, "grade_id": "mha-code", "locked": False,
+        "schema_version": 3}})]
+    cell = tmp_path / "mha.ipynb"
+    nbformat.write(notebook, cell)
+    as_py, as_cell = grade(path), grade(cell)
+    assert (as_cell.score, codes(as_cell)) == (pytest.approx(as_py.score), codes(as_py))
+    assert kind == ("mistaken" if multi_report.header(path)[0] else "correct")
