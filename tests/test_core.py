@@ -108,6 +108,18 @@ def test_stub_gets_zero_with_one_message_per_function(grader):
                    for r in report.results)
 
 
+def test_the_stubs_gated_checks_are_blocked_not_failed(grader):
+    """Are the stub's checks of an absence (functions.pure, the *.raises checks) blocked by
+    what they wait for, so that every writer and the report show them apart from failed?"""
+    report = grader.grade(STUB)
+    by_name = {r.name: r for r in report.results}
+    gated = ["functions.pure"] + [n for n in by_name if n.endswith(".raises")]
+    assert len(gated) >= 4
+    for name in gated:
+        assert by_name[name].blocked_by, (name, by_name[name].feedback)
+        assert by_name[name].score == 0
+
+
 def test_missing_function_costs_only_what_needs_it(grader, tmp_path):
     """Does a submission without concat_heads keep the points of the parts that work?"""
     source = REFERENCE.read_text()
