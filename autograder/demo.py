@@ -62,4 +62,7 @@ def _headline(report) -> str:
         return "full marks"
     first = next((r.feedback for r in report.results if r.score < r.max_score and r.feedback), "")
     problem = next((n for n in report.notes if "rescale" not in n), "")
-    return (problem if problem and "syntax" in problem or not first else first).splitlines()[0]
+    text = problem if problem and "syntax" in problem or not first else first
+    # one line: a syntax error's message quotes the line on its own line, under a caret
+    return " ".join(line.strip() for line in text.splitlines()
+                    if line.strip() and set(line.strip()) != {"^"})

@@ -343,3 +343,14 @@ def test_format_choices_come_from_the_writers_registry(monkeypatch):
     grade = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["grade"]._actions
                  if "--format" in a.option_strings)
     assert "tsv" in grade.choices and "tsv: a test format" in grade.help
+
+
+def test_the_demos_syntax_error_line_quotes_the_line():
+    """A syntax error's message puts the offending line under 'The line:' on a line of its
+    own: does the demo's one-line summary keep it (it once ended at 'The line:')?"""
+    message = ("syntax error in mha.py, line 84: expected ':'. The line:\n    def broken(:\n"
+               "              ^\nPython cannot import the file, so no check could run.")
+    report = SimpleNamespace(score=0.0, max_score=100.0, results=[], notes=[message],
+                             diagnoses=[])
+    line = demo._headline(report)
+    assert "The line: def broken(: Python cannot import" in line and "^" not in line
