@@ -27,6 +27,17 @@ POOL = """        weights = masked_softmax(scores, valid_lens)
         self.attention_weights = weights
         heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)"""
 
+#: Heads folded into the batch head-major (row h*batch + b), the lengths spread by ``lens``
+HEAD_MAJOR = """        M, p, B = self.num_heads, self.head_dim, queries.shape[0]
+        fold = lambda X: torch.cat(torch.split(X, p, dim=-1), dim=0)   # (M*B, n, p), head-major
+        Q, K, V = fold(self.W_q(queries)), fold(self.W_k(keys)), fold(self.W_v(values))
+        lens = None if valid_lens is None else {lens}
+        weights = masked_softmax(torch.bmm(Q, K.transpose(1, 2)) / math.sqrt(p), lens)
+        weights = weights.reshape(M, B, *weights.shape[1:]).transpose(0, 1)
+        self.attention_weights = weights
+        V = V.reshape(M, B, *V.shape[1:]).transpose(0, 1)
+        heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)"""
+
 PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     # ---- item 1: evidence that is the mistake's own ------------------------------------
     'mask_float32_penalty': ('An additive penalty made in float32 (torch.zeros without a dtype): '
@@ -159,26 +170,12 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     'heads_folded_head_major_interleave': (
         "Heads folded into the batch head-major (torch.cat of torch.split: row h*batch + b), the "
         "lengths spread with repeat_interleave, which suits the batch-major fold: each row gets "
-        "another example's length.", [(QKV + "\n" + SCORES + "\n" + POOL, """        M, p, B = self.num_heads, self.head_dim, queries.shape[0]
-        fold = lambda X: torch.cat(torch.split(X, p, dim=-1), dim=0)   # (M*B, n, p), head-major
-        Q, K, V = fold(self.W_q(queries)), fold(self.W_k(keys)), fold(self.W_v(values))
-        lens = None if valid_lens is None else valid_lens.repeat_interleave(M, dim=0)
-        weights = masked_softmax(torch.bmm(Q, K.transpose(1, 2)) / math.sqrt(p), lens)
-        weights = weights.reshape(M, B, *weights.shape[1:]).transpose(0, 1)
-        self.attention_weights = weights
-        V = V.reshape(M, B, *V.shape[1:]).transpose(0, 1)
-        heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)""")]),
+        "another example's length.", [(QKV + "\n" + SCORES + "\n" + POOL, HEAD_MAJOR.format(
+            lens="valid_lens.repeat_interleave(M, dim=0)"))]),
     'correct_heads_folded_head_major': (
         "CORRECT: heads folded into the batch head-major (torch.cat of torch.split: row h*batch "
-        "+ b), the lengths spread to match with .repeat.", [(QKV + "\n" + SCORES + "\n" + POOL, """        M, p, B = self.num_heads, self.head_dim, queries.shape[0]
-        fold = lambda X: torch.cat(torch.split(X, p, dim=-1), dim=0)   # (M*B, n, p), head-major
-        Q, K, V = fold(self.W_q(queries)), fold(self.W_k(keys)), fold(self.W_v(values))
-        lens = None if valid_lens is None else valid_lens.repeat(M, *(1,) * (valid_lens.dim() - 1))
-        weights = masked_softmax(torch.bmm(Q, K.transpose(1, 2)) / math.sqrt(p), lens)
-        weights = weights.reshape(M, B, *weights.shape[1:]).transpose(0, 1)
-        self.attention_weights = weights
-        V = V.reshape(M, B, *V.shape[1:]).transpose(0, 1)
-        heads = self.dropout(weights) @ V                     # (batch, M, n_q, p)""")]),
+        "+ b), the lengths spread to match with .repeat.", [(QKV + "\n" + SCORES + "\n" + POOL, HEAD_MAJOR.format(
+            lens="valid_lens.repeat(M, *(1,) * (valid_lens.dim() - 1))"))]),
     'correct_plain_list_train': ('CORRECT: one nn.Dropout per head kept in a plain list (not '
                                  'registered); train() passes the mode on to them itself.', [
         ("        self.dropout = nn.Dropout(dropout)",
