@@ -153,13 +153,14 @@ def implemented(sub) -> int:
         tree = submission.parse(sub.source)
     except (SyntaxError, ValueError):
         return 0
-    count = 0
+    done: dict[str, bool] = {}                  # a name defined twice: the last one stands
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in submission.API:
-            count += not _stub(node)
+            done[node.name] = not _stub(node)
         elif isinstance(node, ast.ClassDef) and node.name in submission.API:
-            count += any(isinstance(m, ast.FunctionDef) and not _stub(m) for m in node.body)
-    return count
+            done[node.name] = any(isinstance(m, ast.FunctionDef) and not _stub(m)
+                                  for m in node.body)
+    return sum(done.values())
 
 
 def _stub(function: ast.FunctionDef) -> bool:

@@ -158,3 +158,15 @@ def test_a_class_of_hostile_ids(tmp_path):
     page = (report / "index.html").read_text(encoding="utf-8")
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert page.count("<details>") == len(names)
+
+
+def test_a_function_defined_twice_counts_once_as_its_last_definition():
+    """Does the count of parts done (which file of a clone holds the work) take a name
+    defined twice once, by the definition Python keeps (it once said "9 of 8")?"""
+    from autograder import roster, submission
+    done = "def split_heads(X, num_heads):\n    return X\n"
+    stub = "def split_heads(X, num_heads):\n    raise NotImplementedError()\n"
+    count = lambda text: roster.implemented(submission.Submission(  # noqa: E731
+        "mha.py", "mha.py", text.encode()))
+    assert count(done + done) == 1
+    assert count(done + stub) == 0 and count(stub + done) == 1
