@@ -68,19 +68,21 @@ class _Profile:
         self._charge()
         self.stack.pop()
 
-    def wrap(self, owner, name: str, label):
-        original = getattr(owner, name)
-
-        def timed(*args, **kwargs):
-            name = label(*args, **kwargs) if callable(label) else label
-            self.enter(name)
+    def timed(self, original, label):
+        """``original``, its time charged to ``label`` (a string, or made from its arguments)."""
+        def run(*args, **kwargs):
+            what = label(*args, **kwargs) if callable(label) else label
+            self.enter(what)
             began = self.mark
             try:
                 return original(*args, **kwargs)
             finally:
                 self.leave()
-                self.inclusive[name] = self.inclusive.get(name, 0.0) + self.mark - began
-        setattr(owner, name, timed)
+                self.inclusive[what] = self.inclusive.get(what, 0.0) + self.mark - began
+        return run
+
+    def wrap(self, owner, name: str, label):
+        setattr(owner, name, self.timed(getattr(owner, name), label))
 
     def install(self):
         """Each stage of ``api.STAGES`` (and loading, the sandbox's start and close) labelled
@@ -92,11 +94,8 @@ class _Profile:
         self.wrap(api.Grader, "_sandbox", stage + "start the sandbox (fork, jail, import)")
         self.wrap(host.Sandbox, "close", stage + "close the sandbox")
         for group in ("BEFORE_SANDBOX", "IN_SANDBOX", "AFTER_SANDBOX"):
-            holder = type("Stages", (), {f.__name__: staticmethod(f)
-                                         for f in getattr(api, group)})
-            for f in getattr(api, group):
-                self.wrap(holder, f.__name__, stage + f.__name__)
-            setattr(api, group, tuple(getattr(holder, f.__name__) for f in getattr(api, group)))
+            setattr(api, group, tuple(self.timed(f, stage + f.__name__)
+                                      for f in getattr(api, group)))
         self.wrap(api, "run_check", lambda check, *a, **k: "check " + check.name)
         self.wrap(diagnoses, "_attempt", lambda probe, what, *a, **k: what)
         self.wrap(host.Sandbox, "probe",

@@ -107,16 +107,15 @@ def _module(probe, function_codes: set) -> tuple[set, frozenset]:
             base = m.merged(base, switch) or {**base, **switch}
             based.add(code)
     plain, carried = module_runs(probe)
-    telling = dict(zip(("plain", "carried"), telling_runs(probe)))
+    plain_flat, carried_flat = telling_runs(probe)
     simulated = frozenset(based) if plain and base and _all_like(plain, base) else frozenset()
-    for which, start in (("carried", {}), ("plain", base), ("plain", {})):
-        observed = plain if which == "plain" else carried
+    for observed, flat, start in ((carried, carried_flat, {}), (plain, plain_flat, base),
+                                  (plain, plain_flat, {})):
         if not observed or _all_like(observed, start):
             continue                   # nothing of the module's own is left to explain here
-        found = _combinations(telling[which], start) or \
-            _with_a_mask(observed, telling[which], start)
+        found = _combinations(flat, start) or _with_a_mask(observed, flat, start)
         if found:
-            if which == "plain":
+            if observed is plain:
                 simulated = frozenset(found | (based if start else set()))
             return found, simulated
     return set(), simulated
