@@ -41,6 +41,8 @@ def compare_cases(p: Probe, fn: str, group: str, case_list, *, pick=None, **tol)
     Every case runs even after a failure, so that diagnoses see the whole pattern.
     """
     first = None
+    case_list = list(case_list)
+    p.student.ahead(fn, [case.args for case in case_list], group=group)   # all of them run
     for case in case_list:
         try:
             _compare_case(p, fn, group, case, pick, tol)

@@ -122,6 +122,17 @@ def call(api, fn: str, args: list, kwargs: dict | None = None) -> dict:
     return {"value": value, "after": [a.detach() if _type(a) is _Tensor else None for a in args]}
 
 
+CALLS_LIMIT = 64         #: calls one ``calls`` request may bundle
+
+
+def calls(api, fn: str, batch: list) -> list:
+    """``call`` for each argument list of ``batch`` in turn, in one request: what the grader
+    would have asked one call at a time (``checks.Side.ahead``), each answer as ``call``'s."""
+    if _type(batch) is not list or _len(batch) > CALLS_LIMIT:
+        raise ProbeError(f"a batch of calls is a list of at most {CALLS_LIMIT}")
+    return [call(api, fn, args) for args in batch]
+
+
 # ----------------------------------------------------------------------------------------
 # Error carried forward: a part answered by the grader
 
@@ -810,6 +821,6 @@ def on_cuda(api, spec: dict) -> dict:
                                          shapes, device) for mode in spec.get("autocast", ())})}
 
 
-PROBES = {"call": call, "mha": mha, "mha_raises": mha_raises, "mha_loads": mha_loads,
+PROBES = {"call": call, "calls": calls, "mha": mha, "mha_raises": mha_raises, "mha_loads": mha_loads,
           "trace": trace, "on_device": on_device, "low_precision": low_precision,
           "on_cuda": on_cuda}

@@ -250,15 +250,37 @@ def _runs(runs, path, answer):
 # -- one form per probe, given the request ---------------------------------------------
 
 def _call(answer, kw):
-    if type(answer) is dict and set(answer) == {"bad"}:
-        kind(str)(answer["bad"], "bad")
+    answer = _one_call(answer, kw.get("fn"), kw.get("args", ()), "")
+    if "bad" in answer:
         raise Refused(answer["bad"])
+    return answer
+
+
+def _one_call(answer, fn, args, path):
+    """One call's answer: its value and inputs afterwards, what it raised, or why the probe
+    could not take its value (``bad``: a reason, returned as it is, for the caller to raise)."""
+    if type(answer) is dict and set(answer) == {"bad"}:
+        kind(str)(answer["bad"], f"{path}.bad")
+        return answer
     if type(answer) is dict and set(answer) == {"raised"}:
-        raised(answer["raised"], "raised")
+        raised(answer["raised"], f"{path}.raised")
         return {"raised": raised_info(answer["raised"])}
-    record({"value": returned, "after": sequence(optional(tensor), len(kw.get("args", ())))}
-           )(answer, "")
-    _returned_by(kw.get("fn"), answer["value"])
+    record({"value": returned, "after": sequence(optional(tensor), len(args))})(answer, path)
+    _returned_by(fn, answer["value"])
+    return answer
+
+
+def _calls(answer, kw):
+    """One answer of ``_call``'s form for each call of the batch, in order."""
+    batch = kw["batch"]
+    sequence(anything, len(batch))(answer, "")
+    out = []
+    for i, (item, args) in enumerate(zip(answer, batch)):
+        try:
+            out.append(_one_call(item, kw.get("fn"), args, f"[{i}]"))
+        except Unjudgeable as e:           # that call's answer, not the batch's
+            out.append({"bad": str(e)})
+    return out
 
 
 def _mha(answer, kw):
@@ -328,7 +350,7 @@ def _on_cuda(answer, kw):
                 "autocast": mapping(FINITE)})(answer, "")
 
 
-FORMS = {"call": _call, "mha": _mha, "mha_raises": _mha_raises, "mha_loads": _mha_loads,
+FORMS = {"call": _call, "calls": _calls, "mha": _mha, "mha_raises": _mha_raises, "mha_loads": _mha_loads,
          "trace": _trace, "on_device": _on_device, "low_precision": _low_precision,
          "on_cuda": _on_cuda}
 

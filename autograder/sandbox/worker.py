@@ -327,10 +327,28 @@ class Channel:
         value = dict(value, nonce=self.nonce, seq=self.seq)
         try:
             frame = protocol.pack(value)
-        except (protocol.ProtocolError, TypeError, ValueError, RecursionError) as e:
-            frame = protocol.pack({"bad": f"the result could not be sent back: {e}"[:400],
-                                   "nonce": self.nonce, "seq": self.seq})
+        except UNSENDABLE as e:
+            if type(value.get("ok")) is list:         # a batch of calls: each answer alone
+                value["ok"] = [_sendable(item) for item in value["ok"]]
+            try:
+                frame = protocol.pack(value)
+            except UNSENDABLE:
+                frame = protocol.pack({"bad": f"the result could not be sent back: {e}"[:400],
+                                       "nonce": self.nonce, "seq": self.seq})
         self._sendall(frame)
+
+
+UNSENDABLE = (protocol.ProtocolError, TypeError, ValueError, RecursionError)
+
+
+def _sendable(item):
+    """One answer of a batch as it is, where it can be sent back at its place in the batch,
+    else why not (what that call alone would have got)."""
+    try:
+        protocol.pack({"ok": [item]})
+    except UNSENDABLE as e:
+        return {"bad": f"the result could not be sent back: {e}"[:400]}
+    return item
 
 
 def _load(message: dict, guarded: bool = True):
