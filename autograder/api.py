@@ -17,6 +17,7 @@ from . import carry, diagnoses, integrity, prices, scoring, source_facts, submis
 from .checks.module import forbidden_seen
 from .checks.questions import unanswered
 from .errors import UsageError
+from .evidence import Evidence
 from .model import Fact, Report, Status
 from .parts import BUILT_ON
 from .runner import run_check
@@ -110,7 +111,7 @@ class Grader:
         for stage in AFTER_SANDBOX:
             stage(self, g)
         return Report(g.sub.name, tuple(g.results), tuple(g.found), g.seed, tuple(g.notes),
-                      _facts(g.facts, g.probe.observations), g.deductions)
+                      _facts(g.facts, g.probe.evidence), g.deductions)
 
     # ---- the stages: each reads and adds to one Grading ------------------------------
 
@@ -122,8 +123,7 @@ class Grader:
 
     def open_probe(self, g: Grading) -> None:
         """Both sides seen through probes: the student's in the sandbox, the reference here."""
-        g.probe = self._probe(g.sub, g.sandbox, g.seed, g.variant)
-        g.probe.observations.update(source=g.facts, guarded=self.rules)
+        g.probe = self._probe(g.sub, g.sandbox, g.seed, g.variant, g.facts)
 
     def run_checks(self, g: Grading) -> None:
         """Every judged check on the submission's own code (``strict``)."""
@@ -135,7 +135,7 @@ class Grader:
                 if self.rubric.questions == "every":
                     g.strict.append(unanswered(check, self._points(check.name)))
                 continue
-            g.probe.observations["current"] = check.name
+            g.probe.evidence.current = check.name
             g.strict.append(run_check(check, g.probe, self._points(check.name), passed,
                                       self.has_cuda))
         g.results = g.strict
@@ -162,7 +162,7 @@ class Grader:
     def score(self, g: Grading) -> None:
         """What the rubric weighs, scored (a forbidden built-in voids what it says), and the
         deductions in the report's points."""
-        forbidden = bool(forbidden_seen(g.probe.observations))
+        forbidden = bool(forbidden_seen(g.probe.evidence))
         weighed = [r for r in g.results if self.rubric.enabled(r.name)]
         g.results, g.notes = scoring.score(weighed, self.rubric, forbidden=forbidden)
         g.deductions = prices.rescaled(g.deductions, weighed, g.results, g.charged)
@@ -172,7 +172,7 @@ class Grader:
         grader's own faults, the variant, the deductions."""
         sub, sandbox = g.sub, g.sandbox
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
-            g.probe.observations) + g.notes + g.probe.observations.get("grader_faults", [])
+            g.probe.evidence) + g.notes + g.probe.evidence.grader_faults
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:
@@ -193,8 +193,8 @@ class Grader:
         code, as error carried forward releases them: a held-back check is charged by what
         it then finds, never given its points unseen."""
         rubric = self.rubric
-        simulated = {**probe.observations.get("functions_simulated", {}),
-                     prices.MODULE: probe.observations.get("module_simulated", frozenset())}
+        simulated = {**probe.evidence.functions_simulated,
+                     prices.MODULE: probe.evidence.module_simulated}
         # a mistake whose home the rubric weighs at nothing is charged by its checks
         found = [d for d in found if d.code in rubric.prices
                  or prices.price(d.code, rubric.points, {}) > 0]
@@ -209,7 +209,7 @@ class Grader:
             if held is not None and held.blocked_by and \
                     set(held.blocked_by) <= set(explains) and \
                     all(name in passed for name in check.requires):
-                probe.observations["current"] = check.name
+                probe.evidence.current = check.name
                 again = run_check(check, probe, self._points(check.name), passed,
                                   self.has_cuda)
                 by_name[check.name] = prices.released(again, held.blocked_by)
@@ -225,8 +225,7 @@ class Grader:
         """The failed checks graded again with the wrong parts their own part is built on
         answered by the reference (error carried forward): what passes then lost points only
         through those parts. Then the measurements those checks held back, graded on the
-        student's own code. What the carried pass saw goes to ``strict.observations
-        ["carried"]`` (the module's own mistakes, alone, for the diagnoses; its forbidden
+        student's own code. What the carried pass saw goes to ``strict.evidence.carried`` (the module's own mistakes, alone, for the diagnoses; its forbidden
         calls count as the strict pass's), whatever the rubric then does with the points."""
         wrong = carry.wrong_parts(results, self.checks)
         by_name = {r.name: r for r in results}
@@ -235,30 +234,29 @@ class Grader:
                 and carry.parts_for(c, wrong)]
         if not redo:
             return results
-        probe = self._probe(sub, sandbox, seed, variant, carried=True)
-        probe.observations.update(source=facts, guarded=self.rules)
+        probe = self._probe(sub, sandbox, seed, variant, facts, carried=True)
         passed = {r.name for r in results if r.status is Status.PASSED} | self._ungated()
         for check in redo:
             parts = carry.parts_for(check, wrong)
-            probe.observations.update(current=check.name, carry=parts)
+            probe.evidence.current, probe.evidence.carry = check.name, parts
             again = run_check(check, probe, self._points(check.name), passed, self.has_cuda)
             if again.status is Status.PASSED:
                 by_name[check.name] = carry.note(again, parts)
             elif by_name[check.name].blocked_by and not again.blocked_by:
                 by_name[check.name] = carry.graded_given(again, parts)  # its own failure now
-        strict.observations["carried"] = probe.observations
+        strict.evidence.carried = probe.evidence
         for check in self.judged():             # measurements the carried checks held back
             held = by_name.get(check.name)
             if held is not None and held.blocked_by and check.kind == "instrument" and \
                     all(name in passed for name in check.requires):
-                strict.observations["current"] = check.name
+                strict.evidence.current = check.name
                 again = run_check(check, strict, self._points(check.name), passed,
                                   self.has_cuda)
                 if again.status is Status.ERROR and check.instruments == {"trace"}:
                     # the student's own forward does not run with its wrong parts: its cost
                     # is read with them answered, the answers counted at the reference's cost
                     parts = wrong & set(BUILT_ON["MultiHeadAttention"])
-                    probe.observations.update(current=check.name, carry=parts)
+                    probe.evidence.current, probe.evidence.carry = check.name, parts
                     again = run_check(check, probe, self._points(check.name), passed,
                                       self.has_cuda)
                 by_name[check.name] = carry.released(again, held.blocked_by)
@@ -289,28 +287,31 @@ class Grader:
         return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
                        probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
 
-    def _probe(self, sub, sandbox, seed: int, variant, carried: bool = False) -> registry.Probe:
-        """Both sides seen through probes. ``carried``: the student's module (or part) is run
-        with the parts in ``observations["carry"]`` answered by the reference (``carry``)."""
+    def _probe(self, sub, sandbox, seed: int, variant, facts,
+               carried: bool = False) -> registry.Probe:
+        """Both sides seen through probes, and the evidence record they fill. ``carried``:
+        the student's module (or part) is run with the parts in ``evidence.carry`` answered
+        by the reference (``carry``)."""
         # the code rules broken, as the sandbox's guard reports them (the host's list, kept
         # up to date as answers come)
-        observations: dict = {"rules": sandbox.rules_broken if sandbox is not None else []}
+        evidence = Evidence(rules=sandbox.rules_broken if sandbox is not None else [],
+                            source=facts, guarded=self.rules)
 
         def student(name, group, kwargs):
             if sandbox is None:
                 raise StudentError(sub.problem)
-            parts = observations.get("carry") if carried and name in CARRIED_PROBES else None
+            parts = evidence.carry if carried and name in CARRIED_PROBES else None
             try:
                 return sandbox.probe(name, group=group, **kwargs,
                                      **({"carry": (parts, carry.answer)} if parts else {}))
             finally:
                 hits = getattr(sandbox, "forbidden", None)
                 if hits:
-                    observations.setdefault("forbidden", set()).update(hits)
+                    evidence.forbidden.update(hits)
                     sandbox.forbidden = []
 
         def reference(name, group, kwargs):
-            key = (seed, observations.get("current"), name, _fingerprint(kwargs))
+            key = (seed, evidence.current, name, _fingerprint(kwargs))
             with self._reference_lock:
                 if key not in self._reference_cache:
                     import solutions
@@ -323,7 +324,7 @@ class Grader:
         return registry.Probe(student=registry.Side(student, names, batched=True),
                               reference=registry.Side(reference), seed=seed,
                               has_cuda=self.has_cuda, device=self.device,
-                              observations=observations, variant=variant)
+                              evidence=evidence, variant=variant)
 
 
 @dataclass
@@ -358,11 +359,11 @@ AFTER_SANDBOX = (Grader.score, Grader.annotate)
 STAGES = BEFORE_SANDBOX + IN_SANDBOX + AFTER_SANDBOX
 
 
-def _rule_notes(observations: dict) -> list[str]:
+def _rule_notes(evidence: Evidence) -> list[str]:
     """The code rules the submission broke, for the student (public): read before anything
     ran, and refused while it ran."""
     from .diagnoses.structure import code_rules_broken
-    broken = code_rules_broken(observations)
+    broken = code_rules_broken(evidence)
     if not broken:
         return []
     return [f"your code breaks the code rules (docs/contract.md, 'Code rules'); each of these "
@@ -370,19 +371,18 @@ def _rule_notes(observations: dict) -> list[str]:
             + (f" (and {len(broken) - 5} more)" if len(broken) > 5 else "")]
 
 
-def _facts(source, observations: dict) -> tuple[Fact, ...]:
+def _facts(source, evidence: Evidence) -> tuple[Fact, ...]:
     """The facts the structural verdicts rested on, each with who established it."""
     from .diagnoses.structure import code_rules_broken
     from .diagnoses.values import changed_inputs
-    changed = changed_inputs(observations)
-    return (Fact("code rules broken", code_rules_broken(observations), "grader"),
+    changed = changed_inputs(evidence)
+    return (Fact("code rules broken", code_rules_broken(evidence), "grader"),
             Fact("forbidden built-ins named in the code", [str(f) for f in source.forbidden],
                  "source"),
-            Fact("forbidden built-ins reached or called",
-                 sorted(set(observations.get("forbidden", ()))
-                        | set(observations.get("carried", {}).get("forbidden", ()))), "sandbox"),
+            Fact("forbidden built-ins reached or called", evidence.forbidden_reached(),
+                 "sandbox"),
             Fact("functions that changed an input in place", changed, "grader"),
-            Fact("code rules enforced in the sandbox", observations.get("guarded", True),
+            Fact("code rules enforced in the sandbox", evidence.guarded,
                  "grader"))
 
 

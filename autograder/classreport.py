@@ -37,7 +37,7 @@ from .classdata import (lost as _lost, name_of, percent as _percent, status_of,
                         who as _who, zero_reason)
 from .files import write_atomic
 from .lms import MARKS, feedback_markdown, feedback_name, lms_csv, write_feedback  # noqa: F401
-from .parts import AREAS, part_of
+from .parts import AREAS, result_part
 from .writers.escape import mathtext, readable
 
 MAP_SHAPE = {"d_model": 16, "num_heads": 4, "n": 10}     #: the probe's module and sequence
@@ -118,7 +118,7 @@ def points_lost_by_part(results: list[dict]) -> list[tuple[str, float, list[str]
     for r in results:
         mine: dict[str, float] = {}
         for c in r.get("checks", []):
-            mine[part_of(c["name"])] = mine.get(part_of(c["name"]), 0.0) + _lost(c)
+            mine[result_part(c)] = mine.get(result_part(c), 0.0) + _lost(c)
         for part, value in mine.items():
             if value > 1e-9:
                 lost[part] = lost.get(part, 0.0) + value

@@ -42,15 +42,22 @@ AREAS = {"shape": ("shape",), "proj": ("project", "mha"), "split": ("split",),
          "api": ("api",)}
 
 
-def part_of(check: str) -> str:
+def part_of(check: str, declared: str = "") -> str:
     """The part a check belongs to, as the check declares it (``Check.part``); a name the
-    registry does not know (an older report's) goes by its API name, else ``conventions``."""
+    registry does not know (an older report's) goes by the part its result ``declared``
+    (``CheckResult.part``), else ``conventions``. Never read from the name."""
     from .checks import load_all
     known = load_all().get(check)
     if known is not None:
         return known.part
-    prefix = check.split(".")[0]
-    return prefix if prefix in API or prefix == QUESTIONS else CONVENTIONS
+    return declared if declared in PARTS else CONVENTIONS
+
+
+def result_part(r) -> str:
+    """``part_of`` a check's result (a CheckResult, or a report's JSON entry)."""
+    if isinstance(r, dict):
+        return part_of(str(r.get("name", "")), str(r.get("part", "")))
+    return part_of(r.name, r.part)
 
 
 def cell_part(grade_id: str) -> tuple[str, bool] | None:
@@ -95,7 +102,7 @@ def cell_scores(report, maxima: dict[str, float], points: dict[str, float] | Non
     shared out over the others (rubric policy "rescale")."""
     by_part: dict[str, list] = {}
     for r in report.results:
-        by_part.setdefault(part_of(r.name), []).append(r)
+        by_part.setdefault(result_part(r), []).append(r)
     scores = {}
     for part in PARTS:
         public_id, hidden_id = PUBLIC + part, HIDDEN + part
@@ -121,13 +128,13 @@ def diagnosis_parts(report, order: list[str]) -> dict[str, list]:
     part (in notebook ``order``) that lost points on a check where its kind of mistake
     shows, else to the first part that lost points, else to the last part."""
     lost = [part for part in order
-            if any(r.status.value in ("failed", "error") and part_of(r.name) == part
+            if any(r.status.value in ("failed", "error") and result_part(r) == part
                    for r in report.results)]
     placed: dict[str, list] = {}
     for d in report.diagnoses:
         groups = AREAS.get(d.code.split(".")[0], ())
         fitting = [part for part in lost if any(
-            part_of(r.name) == part and r.group in groups and r.status.value in ("failed", "error")
+            result_part(r) == part and r.group in groups and r.status.value in ("failed", "error")
             for r in report.results)]
         target = (fitting or lost or order[-1:] or [CONVENTIONS])[0]
         placed.setdefault(target, []).append(d)

@@ -38,10 +38,9 @@ def test_name(check_name: str) -> str:
 def api_of(check_name: str) -> str | None:
     """The API name a check tests (its declared part: ``split_heads.raises`` ->
     ``split_heads``), None for the checks that span the whole API (``functions.pure``,
-    ``cost.*``, ``device.*``)."""
+    ``cost.*``, ``device.*``) and for a name the registry does not know."""
     known = registry.load_all().get(check_name)
-    part = known.part if known is not None else check_name.split(".")[0]
-    return part if part in API else None
+    return known.part if known is not None and known.part in API else None
 
 
 def points(rubric) -> dict[str, float]:

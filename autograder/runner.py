@@ -76,7 +76,8 @@ def grader_fault(probe, where: str, error: Exception,
     note = sanitize(f"for the instructor: the grader could not judge {where}: "
                     f"{type(error).__name__}: {error}{at} (a bug of the grader provoked by "
                     f"this submission's data; {outcome})", 600)
-    faults = getattr(probe, "observations", {}).setdefault("grader_faults", [])
+    evidence = getattr(probe, "evidence", None)
+    faults = evidence.grader_faults if evidence is not None else []
     if note not in faults:
         faults.append(note)
     LOG.error("%s", note, exc_info=error)

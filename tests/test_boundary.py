@@ -190,7 +190,7 @@ def test_an_unexpected_exception_errs_the_check_and_notes_it_for_the_instructor(
     result = run_check(a_check(body), p, 3.0, set(), False)
     assert result.status is Status.ERROR and result.score == 0 and result.max_score == 3.0
     assert "could not judge" in result.feedback
-    (note,) = p.observations["grader_faults"]
+    (note,) = p.evidence.grader_faults
     assert "for the instructor" in note and "RuntimeError" in note and "x.values" in note
     assert "test_boundary.py" in note                 # where it was raised
 
@@ -218,7 +218,7 @@ def test_a_diagnosis_that_raises_is_noted_not_fatal(monkeypatch):
     found = diagnoses.diagnose(p, [run_check(a_check(wrong), p, 1.0, set(), False)])
     assert [d.code for d in found] == ["x.fine"]
     assert any("diagnosis x.boom" in n and "RuntimeError" in n
-               for n in p.observations["grader_faults"])
+               for n in p.evidence.grader_faults)
 
 
 # ---------------------------------------------------------------------------------------

@@ -230,6 +230,7 @@ def test_a_module_that_gave_the_references_answers_is_not_simulated(monkeypatch)
     import torch
 
     from autograder.diagnoses import values
+    from autograder.evidence import Evidence
 
     simulated = []
     monkeypatch.setattr(m, "simulate", lambda *a, **k: simulated.append(a) or (torch.zeros(2), None))
@@ -239,7 +240,7 @@ def test_a_module_that_gave_the_references_answers_is_not_simulated(monkeypatch)
     def probe(student_out):
         run = (config, [{"train": False}], {"runs": [{"out": student_out}]},
                {"state": {}, "runs": [{"out": right}]})
-        return types.SimpleNamespace(observations={"mha": [run], "carried": {"mha": [run]}})
+        return types.SimpleNamespace(evidence=Evidence(mha=[run], carried=Evidence(mha=[run])))
     assert not values.forward_behaves_like(probe(right), mask="after-softmax")
     assert simulated == []
     assert not values.forward_behaves_like(probe(wrong), mask="after-softmax")

@@ -45,6 +45,22 @@ def test_every_check_belongs_to_one_part_and_the_parts_hold_the_rubric():
     assert sum(parts.points(RUBRIC).values()) == pytest.approx(sum(RUBRIC.points.values()))
 
 
+def test_a_checks_part_is_declared_never_read_from_its_name():
+    """A name the registry does not know (an older report's) goes by the part its result
+    declares, else conventions: never by what its name starts with."""
+    from autograder.model import CheckResult, Status
+    assert parts.part_of("split_heads.renamed") == parts.CONVENTIONS
+    assert parts.part_of("split_heads.renamed", "concat_heads") == "concat_heads"
+    assert parts.part_of("split_heads.renamed", "no-such-part") == parts.CONVENTIONS
+    old = CheckResult("split_heads.renamed", "split", Status.FAILED, 0.0, 2.0, part="concat_heads")
+    assert parts.result_part(old) == "concat_heads"
+    assert parts.result_part({"name": "split_heads.renamed", "part": "project"}) == "project"
+    assert parts.result_part({"name": "split_heads.values"}) == "split_heads"   # the registry's
+    from autograder import public
+    assert public.api_of("split_heads.raises") == "split_heads"
+    assert public.api_of("split_heads.renamed") is None and public.api_of("cost.flops") is None
+
+
 def test_the_notebooks_test_cells_hold_each_parts_rubric_points(notebook):
     """Do a part's public and hidden test cells together carry the rubric points of its checks,
     the public cell the points of its public checks (autograder.public), and has every part

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..evidence import Evidence
 from ..model import Check
 from ..sandbox.host import StudentError, sanitize
 from ..sandbox.probes import CALLS_LIMIT
@@ -127,14 +128,15 @@ class Side:
 
 @dataclass
 class Probe:
-    """What a check body gets: both sides, the run's seed, and a notebook for diagnoses."""
+    """What a check body gets: both sides, the run's seed, and the evidence record the
+    checks write and the diagnoses read (``evidence.Evidence``)."""
 
     student: Side
     reference: Side
     seed: int
     has_cuda: bool = False
     device: str = "cpu"
-    observations: dict = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     variant: object = None      #: the student's autograder.variants.Variant (numeric questions)
 
     def generator(self, salt: str) -> torch.Generator:

@@ -1,7 +1,7 @@
 """The data behind the structure checks and diagnoses, gathered once per submission.
 
 Each helper runs its probes on both sides (once: results, and the student's errors, are kept
-in ``p.observations["structure"]``) and returns plain findings. Judging them is left to the
+in ``p.evidence.structure``) and returns plain findings. Judging them is left to the
 checks in ``structure`` and to the diagnoses; a StudentError propagates to the caller.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ GROWTH_SLACK = 2.0
 
 def once(p, key, make):
     """make() once per submission; a StudentError is kept and raised again on every call."""
-    store = p.observations.setdefault("structure", {})
+    store = p.evidence.structure
     if key not in store:
         try:
             store[key] = ("ok", make())

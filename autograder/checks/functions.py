@@ -21,7 +21,7 @@ def expect_float64(p: Probe, *, actual, expected, what: str, **tol) -> None:
     except CheckFailed:
         if not _float32_close(actual, expected):
             raise
-        p.observations.setdefault("float32_detour", []).append(what)
+        p.evidence.float32_detour.append(what)
 
 
 def _float32_close(actual, expected) -> bool:
@@ -61,7 +61,7 @@ def _compare_case(p: Probe, fn, group, case, pick, tol) -> None:
         result = p.student.attempt(fn, *case.args, group=group)
     except StudentError as e:
         raise StudentError(f"{what}: {e}", raised=e.raised) from None
-    p.observations.setdefault("calls", {}).setdefault(fn, []).append((case, result, expected))
+    p.evidence.calls.setdefault(fn, []).append((case, result, expected))
     if "raised" in result:
         info = result["raised"]
         raise StudentError(f"{what} raised {info.get('type')}: {info.get('message')}", raised=info)
@@ -103,12 +103,12 @@ def expect_it_works(p: Probe, fn: str, group: str, args: tuple, describe: str) -
 def expect_value_error(p: Probe, fn: str, group: str, args: tuple, describe: str) -> None:
     result = p.student.attempt(fn, *args, group=group)
     if "raised" not in result:
-        p.observations.setdefault("no_valueerror", []).append((fn, None))
+        p.evidence.no_valueerror.append((fn, None))
         raise CheckFailed(f"{fn}({describe}) returned normally; it must raise ValueError "
                           "(the head count does not divide the width)")
     info = result["raised"]
     if not info.get("value_error"):
-        p.observations.setdefault("no_valueerror", []).append((fn, info.get("type")))
+        p.evidence.no_valueerror.append((fn, info.get("type")))
         hint = (" An assert is no validation: it raises AssertionError, and nothing at all "
                 "under python -O." if info.get("type") == "AssertionError" else "")
         raise CheckFailed(f"{fn}({describe}) raised {info.get('type')}, expected ValueError.{hint}")
@@ -126,7 +126,7 @@ def head_weight_shape_values(p: Probe) -> None:
     for d, d_total, h in HEAD_WEIGHT_CASES:
         actual = p.student.call("head_weight_shape", d, d_total, h, group="shape")
         expected = p.reference.call("head_weight_shape", d, d_total, h, group="shape")
-        p.observations.setdefault("head_weight_shape", []).append(((d, d_total, h), actual))
+        p.evidence.head_weight_shape.append(((d, d_total, h), actual))
         if isinstance(actual, list):
             actual = tuple(actual)
         expect_equal_values(actual=actual, expected=expected,
@@ -214,13 +214,13 @@ def attention_pool_masked(p: Probe) -> None:
 def functions_pure(p: Probe) -> None:
     """No function writes into its input tensors; counts once a function gives right values
     (garbage that leaves its inputs alone earns nothing), whatever is wrong in the others."""
-    calls = p.observations.get("calls", {})
+    calls = p.evidence.calls
     if not any(_right(records) for fn, records in calls.items() if fn in PURE):
         raise Blocked("not graded until one of " + ", ".join(PURE) + " gives right values: "
                       "leaving the inputs alone counts for a function that works",
                       by=[f"{fn}.values" for fn in PURE])
-    carried = p.observations.get("carried", {}).get("calls", {})
-    for fn, records in [*calls.items(), *carried.items()]:   # a redo only adds failures
+    for fn, records in [r for e in p.evidence.both() for r in e.calls.items()]:
+        # a redo only adds failures
         for case, result, _ in records:
             if result.get("mutated"):
                 raise CheckFailed(f"{fn} changed its input tensor(s) in place on "

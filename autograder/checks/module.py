@@ -69,7 +69,7 @@ def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropo
                                  "runs": runs}, group=group)
     except StudentError as e:
         raise StudentError(f"{c.describe()}: {e}", raised=e.raised) from None
-    p.observations.setdefault("mha", []).append((c, runs, student, ref))
+    p.evidence.mha.append((c, runs, student, ref))
     return student, ref
 
 
@@ -162,7 +162,7 @@ def mha_params(p: Probe) -> None:
     for c in (CONFIGS[0], CONFIGS[3], CONFIGS[1]):
         ref = p.reference.mha({"init": c.init}, group="mha")
         student = p.student.mha({"init": c.init}, group="mha")
-        p.observations.setdefault("params", []).append((c, student["params"], ref["params"]))
+        p.evidence.params.append((c, student["params"], ref["params"]))
         have = {q["name"]: tuple(q["shape"]) for q in student["params"]}
         for q in ref["params"]:
             if q["name"] not in have and q["name"] in INERT:
@@ -197,7 +197,7 @@ def mha_raises(p: Probe) -> None:
         result = p.student.probe("mha_raises", "mha", init=init)
         text = ", ".join(f"{k}={v}" for k, v in init.items())
         if "raised" not in result or not result["raised"].get("value_error"):
-            p.observations.setdefault("no_valueerror", []).append(("MultiHeadAttention", text))
+            p.evidence.no_valueerror.append(("MultiHeadAttention", text))
         if "raised" not in result:
             problems.append(f"MultiHeadAttention({text}) was built; it must raise ValueError "
                             "(the width is not divisible by the number of heads)")
@@ -263,7 +263,7 @@ def mha_dropout(p: Probe) -> None:
             raise CheckFailed(f"{c.describe()}: two eval-mode forwards on the same inputs differ "
                               "even with dropout=0, so forward is random for some other reason "
                               "(e.g. a layer built, with fresh random weights, inside forward)")
-        p.observations["eval_nondeterministic"] = True
+        p.evidence.eval_nondeterministic = True
         raise CheckFailed(f"{c.describe()} with dropout=0.5: two eval-mode forwards on the same "
                           "inputs differ, so dropout still acts after model.eval()")
     compare_runs(p, c, runs, student, ref)
@@ -315,21 +315,20 @@ def _dropout_acts_on_the_weights(p: Probe, gen) -> None:
                           "dropout(weights) @ V.")
 
 
-def forbidden_seen(observations: dict) -> list[str]:
+def forbidden_seen(evidence) -> list[str]:
     """torch's built-in attention the submission used: named in its code (the grader read it;
     naming one counts as using it), reached or called while it ran (the sandbox's guard and
     kernel watch saw it), in the graded runs and in those of error carried forward alike."""
-    source = observations.get("source")
+    source = evidence.source
     named = {str(f) for f in source.forbidden} if source else set()
-    carried = observations.get("carried", {}).get("forbidden", ())
-    return sorted(set(observations.get("forbidden", ())) | set(carried) | named)
+    return sorted(set(evidence.forbidden_reached()) | named)
 
 
 @check("MultiHeadAttention.builtin", part="MultiHeadAttention", kind="instrument", group="api", requires=["MultiHeadAttention.values"],
        instruments=["forbidden"])
 def mha_own_parts(p: Probe) -> None:
     """The module uses its own parts, not scaled_dot_product_attention or nn.MultiheadAttention."""
-    hits = forbidden_seen(p.observations)
+    hits = forbidden_seen(p.evidence)
     if hits:
         raise CheckFailed("the submission uses built-in attention the assignment forbids ("
                           + ", ".join(hits) + "); build the module from your own projection, "

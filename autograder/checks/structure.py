@@ -197,7 +197,7 @@ def precision_autocast(p: Probe) -> None:
                           for mode, part, got, wanted in dtypes[:4])
         raise CheckFailed(f"the inputs' dtype is not kept: {lines}. Compute in the inputs' "
                           "dtype (no .float(), no dtype=torch.float32).")
-    detours = p.observations.get("float32_detour", [])
+    detours = p.evidence.float32_detour
     if detours:
         raise CheckFailed(f"float64 inputs give values right only to float32's precision "
                           f"({len(detours)} results, e.g. {detours[0]}): part of the computation "

@@ -39,8 +39,7 @@ def diagnose(probe, results) -> list[Diagnosis]:
     if not clean and found:      # the named mistakes together, simulated on the module
         together = _attempt(probe, "the named mistakes' simulation",
                             lambda p: compose.simulated(p, [d.code for d in found]), frozenset())
-        store = probe.observations
-        store["module_simulated"] = store.get("module_simulated", frozenset()) | together
+        probe.evidence.module_simulated |= together
     return found
 
 

@@ -69,22 +69,22 @@ FUNCTIONS = _function_candidates()
 
 def explained(probe) -> frozenset:
     """Every code that the smallest explaining combinations force, functions and module.
-    ``observations["functions_simulated"]``: function -> the codes whose simulation together
+    ``evidence.functions_simulated``: function -> the codes whose simulation together
     gives each of its answers that is not the reference's (``prices``)."""
-    store = probe.observations
-    if "composed" not in store:
-        found, store["functions_simulated"] = set(), {}
+    store = probe.evidence
+    if store.composed is None:
+        found, store.functions_simulated = set(), {}
         for fn, candidates in FUNCTIONS.items():
             records = calls(probe, fn)
             if as_reference(records):
                 continue                 # no mistake is told by a function that is right
             codes = _smallest(candidates, lambda mistake: behaves_like(records, mistake))
-            store["functions_simulated"][fn] = frozenset(codes)
+            store.functions_simulated[fn] = frozenset(codes)
             found |= codes
-        module, store["module_simulated"] = _module(probe, found)
+        module, store.module_simulated = _module(probe, found)
         found |= module
-        store["composed"] = frozenset(found)
-    return store["composed"]
+        store.composed = frozenset(found)
+    return store.composed
 
 
 def _smallest(candidates, explains) -> set:

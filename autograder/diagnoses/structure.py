@@ -138,7 +138,7 @@ def host_sync(p, results):
 
 @diagnosis("api.forbidden-sdpa")
 def forbidden_sdpa(p, results):
-    hits = forbidden_seen(p.observations)
+    hits = forbidden_seen(p.evidence)
     if not hits:
         return None
     return ("the submission calls built-in attention the assignment forbids ("
@@ -177,14 +177,14 @@ def fp16_overflow(p, results):
 
 def _softmax_pairs(p):
     """(what, actual, expected) for every softmax-like float64 result the checks observed."""
-    calls = p.observations.get("calls", {})
+    calls = p.evidence.calls
     for case, result, expected in calls.get("masked_softmax", []):
         yield f"masked_softmax on {case.describe}", result.get("value"), expected
     for case, result, expected in calls.get("attention_pool", []):
         value = result.get("value")
         yield (f"attention_pool's weights on {case.describe}",
                value[1] if isinstance(value, tuple) and len(value) == 2 else None, expected[1])
-    for c, runs, student, ref in p.observations.get("mha", []):
+    for c, runs, student, ref in p.evidence.mha:
         for s, r in zip(student.get("runs", ()), ref["runs"]):
             yield f"attention_weights of {c.describe()}", s.get("weights"), r["weights"]
 
@@ -224,7 +224,7 @@ def forces_float32(p, results):
             return (f"{what}: float64 inputs give results rounded to float32 (they differ from "
                     "the reference by about 1e-8, not 1e-15): part of the computation is forced "
                     "to float32. Compute in the inputs' dtype (no .float(), no dtype=torch.float32).")
-    detours = p.observations.get("float32_detour", [])
+    detours = p.evidence.float32_detour
     if detours:
         return (f"float64 inputs give values right only to float32's precision ({len(detours)} "
                 f"results, e.g. {detours[0]}): part of the computation, or a constant in it "
@@ -238,7 +238,7 @@ def breaks_code_rules(p, results):
     """A fact, not a guess: the grader read the broken rule in the source, or the sandbox's
     guard refused a line while it ran. It costs nothing by itself (the checks whose code was
     refused lost their points)."""
-    broken = code_rules_broken(p.observations)
+    broken = code_rules_broken(p.evidence)
     if not broken:
         return None
     more = f" (and {len(broken) - 3} more)" if len(broken) > 3 else ""
@@ -246,8 +246,8 @@ def breaks_code_rules(p, results):
             "those lines raise instead of running: " + "; ".join(broken[:3]) + more)
 
 
-def code_rules_broken(observations: dict) -> list[str]:
+def code_rules_broken(evidence) -> list[str]:
     """The code rules broken: read in the source (before anything ran) and refused while it ran."""
-    source = observations.get("source")
+    source = evidence.source
     found = [str(v) for v in (source.rules if source else ())][:50]
-    return found + [m for m in observations.get("rules", ()) if m not in found][:20]
+    return found + [m for m in evidence.rules if m not in found][:20]

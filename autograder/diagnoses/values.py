@@ -1,6 +1,6 @@
 """Diagnoses of value mistakes: the submission behaves like a mistake of mutants.py.
 
-Each is decided on the inputs the checks already ran (``probe.observations``), both at
+Each is decided on the inputs the checks already ran (``probe.evidence``), both at
 the level of the function and of the module's forward, since a mistake can live in
 forward's own code while the standalone function is right (or the other way round).
 """
@@ -86,7 +86,7 @@ def behaves_like(records, mistake) -> bool:
 
 
 def calls(probe, fn):
-    return probe.observations.get("calls", {}).get(fn, [])
+    return probe.evidence.calls.get(fn, [])
 
 
 def forward_behaves_like(probe, **mistake) -> bool:
@@ -100,8 +100,8 @@ def forward_behaves_like(probe, **mistake) -> bool:
 def module_runs(probe) -> tuple[list, list]:
     """The module's forwards as written, and as graded with the reference's parts in place of
     the student's wrong ones (error carried forward)."""
-    return (probe.observations.get("mha", []),
-            probe.observations.get("carried", {}).get("mha", []))
+    carried = probe.evidence.carried
+    return probe.evidence.mha, carried.mha if carried is not None else []
 
 
 def telling_runs(probe) -> tuple[list, list]:
@@ -111,10 +111,10 @@ def telling_runs(probe) -> tuple[list, list]:
     contradicts is turned down at its first simulation; a list where no forward differs is
     left empty, since no mistake can be told from it (a telling run is one where the
     student's answer is the mistake's, not the reference's)."""
-    store = probe.observations
-    if "telling_runs" not in store:
-        store["telling_runs"] = tuple(_flat(observed) for observed in module_runs(probe))
-    return store["telling_runs"]
+    store = probe.evidence
+    if store.telling_runs is None:
+        store.telling_runs = tuple(_flat(observed) for observed in module_runs(probe))
+    return store.telling_runs
 
 
 def _flat(observed) -> list:
@@ -242,8 +242,7 @@ register("module.missing-out-proj",
 
 
 def _dropout_in_eval(probe, results):
-    return bool(probe.observations.get("eval_nondeterministic")
-                or probe.observations.get("carried", {}).get("eval_nondeterministic"))
+    return any(e.eval_nondeterministic for e in probe.evidence.both())
 
 
 register("module.dropout-in-eval",
@@ -379,7 +378,7 @@ for _name, _message in MASK_MESSAGES.items():
 
 
 def _full_width(probe, results):
-    seen = probe.observations.get("head_weight_shape", [])
+    seen = probe.evidence.head_weight_shape
     telling = [(args, out) for args, out in seen if args[2] > 1]
     return bool(telling) and all(tuple(out) == (args[0], args[1]) if isinstance(out, (tuple, list))
                                  else False for args, out in telling)
@@ -391,18 +390,17 @@ register("shape.head-weight-full-width",
 register("shape.no-valueerror",
          "an impossible head count is not reported with ValueError (an assert raises AssertionError, "
          "and nothing at all under python -O). Raise ValueError with a clear message.",
-         lambda p, r: bool(p.observations.get("no_valueerror")))
+         lambda p, r: bool(p.evidence.no_valueerror))
 
 
-def changed_inputs(observations: dict) -> list[str]:
+def changed_inputs(evidence) -> list[str]:
     """The functions that changed an input in place, as the grader judged from the bytes."""
-    seen = [observations, observations.get("carried", {})]
-    return sorted({fn for o in seen for fn, records in o.get("calls", {}).items()
+    return sorted({fn for e in evidence.both() for fn, records in e.calls.items()
                    if any(r.get("mutated") for _, r, _ in records)})
 
 
 def _mutates(probe, results):
-    return bool(changed_inputs(probe.observations))
+    return bool(changed_inputs(probe.evidence))
 
 
 register("api.mutates-input",

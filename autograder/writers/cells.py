@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..parts import part_of
+from ..parts import result_part
 from .clean import clean
 from .outcome import blocked_label, outcome
 
@@ -24,7 +24,7 @@ _LEFT_OUT = ("isolation", "sandbox", "rubric policy")
 
 def render(report, *, part: str, public: bool, score: float, points: float,
            diagnoses=(), notes: bool = False) -> str:
-    results = [r for r in report.results if part_of(r.name) == part and r.hidden != public]
+    results = [r for r in report.results if result_part(r) == part and r.hidden != public]
     kind = "public" if public else "hidden"
     lines = [f"{part}, {kind} tests: {score:g} / {points:g} points, graded by the autograder "
              "outside this notebook's kernel."]
