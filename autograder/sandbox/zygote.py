@@ -89,6 +89,7 @@ import jail  # noqa: E402
 import probes  # noqa: E402  (imported here so that forked sandboxes need no file access)
 import protocol  # noqa: E402,F401
 import guard  # noqa: E402
+import rehearsal  # noqa: E402
 import rules  # noqa: E402,F401
 import worker  # noqa: E402
 
@@ -419,6 +420,7 @@ def main() -> None:
     probes.warm_up()
     worker.watch_forbidden_kernels()    # after the warm-up: sandboxes inherit it
     guard.preload()                     # every module graded code may import, loaded here
+    rehearsal.rehearse()                # each kind of probe once: sandboxes start warm
     options, rest = _setup(control)
     zygote = Zygote(control, options, mode, own_pid)
     zygote.buffer = rest
