@@ -171,6 +171,20 @@ def test_comparisons_still_pass_what_is_right():
                      expected=torch.ones(2, dtype=torch.float64), what="w")
 
 
+def test_the_one_pass_comparison_judges_as_the_full_one():
+    """``expect_close`` decides the common case in one pass: at the tolerance's edge, with
+    NaN in both, and with an infinite expected value it judges as the full comparison."""
+    f = lambda *v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    expect_close(actual=f(1.0 + 0.9e-7), expected=f(1.0), what="w", rtol=1e-7, atol=0.0)
+    with pytest.raises(CheckFailed, match="differ"):
+        expect_close(actual=f(1.0 + 1.1e-7), expected=f(1.0), what="w", rtol=1e-7, atol=0.0)
+    expect_close(actual=f(math.nan, 2.0), expected=f(math.nan, 2.0), what="w")
+    with pytest.raises(CheckFailed, match="differ"):     # inf - inf is no difference within
+        expect_close(actual=f(math.inf), expected=f(math.inf), what="w")
+    with pytest.raises(CheckFailed, match="differ"):
+        expect_close(actual=f(math.inf, 1.0), expected=f(3.0, 1.0), what="w")
+
+
 # ---------------------------------------------------------------------------------------
 # The backstop: an exception while judging errs the check, and the instructor is told
 
