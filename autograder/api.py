@@ -225,8 +225,9 @@ class Grader:
         """The failed checks graded again with the wrong parts their own part is built on
         answered by the reference (error carried forward): what passes then lost points only
         through those parts. Then the measurements those checks held back, graded on the
-        student's own code. What the carried pass saw goes to ``strict.evidence.carried`` (the module's own mistakes, alone, for the diagnoses; its forbidden
-        calls count as the strict pass's), whatever the rubric then does with the points."""
+        student's own code. What the carried pass saw goes to ``strict.evidence.carried``
+        (the module's own mistakes, alone, for the diagnoses; its forbidden calls count as
+        the strict pass's), whatever the rubric then does with the points."""
         wrong = carry.wrong_parts(results, self.checks)
         by_name = {r.name: r for r in results}
         redo = [c for c in self.judged() if c.name in by_name

@@ -138,7 +138,7 @@ def rehearse() -> list[str]:
         for name, kwargs in _requests():
             try:
                 probes.PROBES[name](STAND_IN, **kwargs)
-            except Exception as e:     # noqa: BLE001 — the stand-in's own errors are rehearsed too
+            except Exception as e:     # noqa: BLE001 — the stand-in's errors: rehearsed too
                 failed.append(f"{name}: {type(e).__name__}")
     finally:
         torch.set_rng_state(saved)
