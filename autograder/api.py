@@ -28,7 +28,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 #: The probes that run the student's parts and module, where carried parts are answered (the
 #: operator trace too: what the grader computes for a carried part is not counted, and fewer
 #: counted is accepted; the meta device and low precision cannot cross the boundary).
-CARRIED_PROBES = ("call", "calls", "mha", "mha_loads", "trace")
+CARRIED_PROBES = ("call", "calls", "mha", "mhas", "mha_loads", "trace")
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
           "RLIMIT_NOFILE": 128, "RLIMIT_CORE": 0}
 #: Memory of one sandbox's processes together, watched by the zygote and, where the machine

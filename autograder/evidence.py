@@ -29,7 +29,8 @@ class Evidence:
     # -- grader: the answers the checks judged ---------------------------------------------
     #: function -> [(case, the student's result, the reference's value)], every case run
     calls: dict[str, list] = field(default_factory=dict)
-    #: the module's graded forwards: [(config, runs, the student's answer, the reference's)]
+    #: the module's graded forwards: [(config, runs, the student's answer, the reference's)],
+    #: each forward's answer with what it cost as it ran (``cost``: operators, FLOPs, syncs)
     mha: list = field(default_factory=list)
     #: [(config, the student's parameters, the reference's)] as ``mha`` reported them
     params: list = field(default_factory=list)

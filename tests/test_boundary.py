@@ -99,11 +99,21 @@ def test_odd_but_judgeable_values_pass_the_boundary():
 def test_forward_outputs_and_gradients_are_held_to_cpu_tensors():
     runs = {"spec": {"runs": [{"grad": 1}]}}
     ok = {"out": torch.zeros(2), "weights": None, "grads": {"queries": torch.zeros(2)},
-          "after": [torch.zeros(2)] * 3}
+          "after": [torch.zeros(2)] * 3,
+          "cost": {"ops": {"mm": 2}, "flops": 10, "work": 12, "sync": []}}
     assert results.check("mha", runs, {"params": [], "runs": [ok]})
     for after in ([torch.zeros(2)] * 2, None, [1, 2, 3]):   # the inputs come back, all three
         with pytest.raises(results.ResultError):
             results.check("mha", runs, {"params": [], "runs": [dict(ok, after=after)]})
+    # every forward comes back measured: its cost is data of a fixed form, never missing
+    for cost in (None, {"ops": {"mm": 2}, "flops": 1.5, "work": 12, "sync": []},
+                 {"ops": {"mm": "2"}, "flops": 10, "work": 12, "sync": []},
+                 {"ops": {}, "flops": 10, "work": 12, "sync": [3]}):
+        with pytest.raises(results.ResultError):
+            results.check("mha", runs, {"params": [], "runs": [dict(ok, cost=cost)]})
+    with pytest.raises(results.ResultError):
+        results.check("mha", runs, {"params": [], "runs": [
+            {k: v for k, v in ok.items() if k != "cost"}]})
     for bad, words in [(dict(ok, out=meta(2)), "forward returned .* meta device"),
                        (dict(ok, weights=torch.zeros(2).to_sparse()), "attention_weights is .* dense"),
                        (dict(ok, grads={"queries": meta(2)}), "gradient of queries .* meta")]:

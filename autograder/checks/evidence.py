@@ -22,8 +22,10 @@ INIT_CONFIGS = (Config("init", 12, 4), Config("init-d-total", 8, 2, d_total=12))
 HEAD_COUNTS = (1, 2, 4, 8)
 TRACES = {"d_total = d_model": {"d_model": 16},
           "d_total != d_model, bias": {"d_model": 16, "d_total": 24, "bias": True}}
-#: The traced forwards' sizes, drawn per run (trace_shapes): a traced forward looks like the
-#: graded ones (eval mode, autograd on, loaded weights), so code cannot tell it by its sizes.
+#: The measured forwards' sizes, drawn per run (trace_spec). Every forward the grader runs is
+#: measured (``probes.forward``), and these are graded like the others: their inputs are
+#: drawn as the value checks draw theirs (three tensors, lengths with 0 and full), and their
+#: answers are judged against the reference's (``measured_answers``).
 TRACE_SIZES = {"batch": (2, 3), "n_q": (3, 4, 5), "n_k": (4, 5, 6)}
 KERNELS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "dot", "mv", "_softmax", "_log_softmax",
            "_safe_softmax", "exp"}
@@ -230,9 +232,13 @@ def trace_spec(p, name: str) -> dict:
                                                              dtype=torch.float64)
                               for r, s in sizes.items()})
                 return w
+            sized = Config(config, d, 1, batch=shapes["batch"], n_q=shapes["n_q"],
+                           n_k=shapes["n_k"])
             specs[config] = {"heads": list(HEAD_COUNTS), "init": init, "shapes": shapes,
                              "seed": int(torch.randint(2**31, (1,), generator=gen)),
-                             "loads": {str(h): weights() for h in HEAD_COUNTS}}
+                             "loads": {str(h): weights() for h in HEAD_COUNTS},
+                             "runs": {str(h): inputs(gen, sized, masked="1-d")
+                                      for h in HEAD_COUNTS}}
         return specs
     return once(p, "trace-spec", make)[name]
 
@@ -299,6 +305,78 @@ def _per_head(p, pick) -> list[tuple]:
     return out
 
 
+def measured_answers(p) -> list[tuple]:
+    """[(what, the student's (out, weights), the reference's)] of the measured forwards:
+    graded like the others, so code cannot answer them otherwise."""
+    student, ref = traces(p, "student"), traces(p, "reference")
+    return [(f"{describe_trace(p, name)}, num_heads={h}", (e["out"], e["weights"]),
+             (ref[name][h]["out"], ref[name][h]["weights"]))
+            for name in TRACES for h, e in _in_order(student[name], dict).items() if "out" in e] \
+        + [(f"{what} with num_heads={TWIN_HEADS}", answer, ref_answer)
+           for what, _, _, _, answer, ref_answer in head_twins(p)]
+
+
+#: The head count each graded forward is measured again at (its twin): same inputs, same
+#: weights, only num_heads changed, so the kernels' growth with num_heads is read at the
+#: sizes of every graded forward, not at sizes code could single out.
+TWIN_HEADS = 2
+
+
+def head_twins(p) -> list[tuple]:
+    """[(what, num_heads, the graded forward's cost, its twin's (num_heads 2) cost, the
+    twin's answer, the reference's)] for each graded configuration of 3 heads or more whose
+    d_total 2 heads can split: its first eval-mode forward run again with num_heads 2."""
+    def make():
+        graded, specs = {}, []
+        for c, runs, student, ref in p.evidence.mha:
+            dt = c.d_total or c.d_model
+            if c.name in graded or c.num_heads <= TWIN_HEADS or dt % TWIN_HEADS \
+                    or ref.get("state") is None:
+                continue
+            for run, s in zip(runs, student["runs"]):
+                if not run.get("train") and run.get("grad") is None:
+                    graded[c.name] = (f"{c.describe()} (graded forward)", c.num_heads, s["cost"])
+                    specs.append({"init": dict(c.init, num_heads=TWIN_HEADS),
+                                  "load": ref["state"], "runs": [run]})
+                    break
+        if not specs:
+            return []
+        for side in (p.student, p.reference):
+            side.require("MultiHeadAttention")
+        refs = p.reference.probe("mhas", "cost", specs=specs)
+        twins = p.student.probe("mhas", "cost", specs=specs)
+        return [(*graded[name], twin["runs"][0]["cost"],
+                 (twin["runs"][0]["out"], twin["runs"][0]["weights"]),
+                 (ref["runs"][0]["out"], ref["runs"][0]["weights"]))
+                for name, twin, ref in zip(graded, twins, refs)]
+    return once(p, "twins", make)
+
+
+def graded_forwards_right(p) -> bool:
+    """Every eval-mode forward the value checks graded gave the reference's output and
+    weights (a training-mode forward draws its own dropout)."""
+    def same(a, b):
+        return b is None or (isinstance(a, torch.Tensor) and a.shape == b.shape
+                             and a.dtype == b.dtype and bool(torch.allclose(a, b, rtol=1e-9,
+                                                                            atol=1e-11)))
+    return all(same(s["out"], r["out"]) and same(s["weights"], r["weights"])
+               for _, runs, student, ref in p.evidence.mha
+               for run, s, r in zip(runs, student["runs"], ref["runs"]) if not run.get("train"))
+
+
+def graded_costs(p) -> list[tuple]:
+    """[(what, num_heads, the student's cost, the reference's)] of every forward the value
+    checks graded (each one measured as it ran: ``probes.forward``)."""
+    return [(f"{c.describe()} (graded forward {i + 1})", c.num_heads, s["cost"], r["cost"])
+            for c, _, student, ref in p.evidence.mha
+            for i, (s, r) in enumerate(zip(student["runs"], ref["runs"]))]
+
+
+def kernels(cost: dict) -> int:
+    """The matmul/softmax kernels one forward dispatched."""
+    return sum(n for op, n in cost["ops"].items() if op in KERNELS)
+
+
 def flop_counts(p) -> list[tuple]:
     return _per_head(p, lambda e: e["flops"])
 
@@ -308,4 +386,4 @@ def work_counts(p) -> list[tuple]:
 
 
 def kernel_counts(p) -> list[tuple]:
-    return _per_head(p, lambda e: sum(n for op, n in e["ops"].items() if op in KERNELS))
+    return _per_head(p, kernels)

@@ -9,7 +9,7 @@ import re
 import torch
 
 from ..compare import CheckFailed
-from .evidence import once, traces
+from .evidence import graded_costs, once, traces
 from .module import Config, inputs
 
 SMALL = {"init": {"d_model": 8, "num_heads": 2}, "shapes": {"batch": 3, "n_q": 3, "n_k": 5}}
@@ -70,6 +70,8 @@ def host_syncs(p) -> list[tuple[str, list[str]]]:
         for e in per_head.values():
             for op in e.get("sync", ()):
                 found.setdefault("forward", []).append(f"aten::{op}")
+    for _, _, cost, _ in graded_costs(p):           # every graded forward is measured too
+        found.setdefault("forward", []).extend(f"aten::{op}" for op in cost["sync"])
     for part, entry in meta_runs(p).items():
         label = "forward" if part == "module" else part
         if "value" in entry["cpu"]:

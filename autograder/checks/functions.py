@@ -12,16 +12,18 @@ F64 = dict(rtol=1e-9, atol=1e-11)     # float64: a float32 detour (about 1e-8) f
 F32 = dict(rtol=1e-4, atol=1e-6)      # float32's precision: right, but computed in float32
 
 
-def expect_float64(p: Probe, *, actual, expected, what: str, **tol) -> None:
+def expect_float64(p: Probe, *, actual, expected, what: str, note: bool = True,
+                   **tol) -> None:
     """Close to the reference in float64. Values right only to float32's precision (part of
-    the computation done in float32) count as right here and are noted: the precision check
-    charges that once, instead of every value check."""
+    the computation done in float32) count as right here and are noted (``note``: a value
+    check's answer): the precision check charges that once, instead of every value check."""
     try:
         expect_close(actual=actual, expected=expected, what=what, **(tol or F64))
     except CheckFailed:
         if not _float32_close(actual, expected):
             raise
-        p.evidence.float32_detour.append(what)
+        if note:
+            p.evidence.float32_detour.append(what)
 
 
 def _float32_close(actual, expected) -> bool:

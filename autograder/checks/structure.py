@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..compare import CheckFailed, expect_close
 from . import Probe, check
 from . import evidence as ev
+from .functions import expect_float64
 from . import evidence_device as evd
 
 HEADS_CHECKS = ["MultiHeadAttention.params"]
@@ -111,6 +112,25 @@ def cost_params(p: Probe) -> None:
                           f"num_heads ({ev.formula(name)}): {trend}.")
 
 
+def _measured_graded(p: Probe) -> None:
+    """The forwards measured for cost are graded like the others: where the module's graded
+    forwards give the reference's answers, a measured forward that does not is no measure of
+    the module the values graded. (Where they do not, the value checks charge the mistake.)"""
+    if not ev.graded_forwards_right(p):
+        return
+    for what, (out, weights), (ref_out, ref_weights) in ev.measured_answers(p):
+        try:
+            # the same computation is all that is asked here: the precision is the value
+            # checks' to judge (the measured forwards' weights are drawn in float64)
+            expect_float64(p, actual=out, expected=ref_out, what=f"{what}: output", note=False)
+            if ref_weights is not None:
+                expect_float64(p, actual=weights, expected=ref_weights, note=False,
+                               what=f"{what}: attention_weights")
+        except CheckFailed as e:
+            raise CheckFailed(f"a forward measured for cost is graded like the others, and "
+                              f"this one is wrong: {e}") from None
+
+
 @check("cost.flops", part="conventions", kind="instrument", group="cost", requires=WORKS, instruments=["trace"])
 def cost_flops(p: Probe) -> None:
     """Forward's matrix-product FLOPs (as torch.utils.flop_counter counts them) do not exceed
@@ -118,6 +138,7 @@ def cost_flops(p: Probe) -> None:
     by elements) stays within 1.5x the reference's, its growth with num_heads within 2x the
     reference's (all heads together cost as much as
     one head of width d_total)."""
+    _measured_graded(p)
     for name, student, ref in ev.flop_counts(p):
         over = [h for h in student if student[h] > ref[h] * (1 + ev.FLOP_SLACK)]
         spread = max(student.values()) > min(student.values()) * (1 + ev.FLOP_SLACK)
@@ -143,7 +164,9 @@ def cost_flops(p: Probe) -> None:
 @check("cost.parallel", part="conventions", kind="instrument", group="cost", requires=WORKS, instruments=["trace"])
 def cost_parallel(p: Probe) -> None:
     """The heads run in parallel: the number of matmul/softmax kernels per forward does not grow
-    with num_heads (no Python loop over heads)."""
+    with num_heads (no Python loop over heads), at the measured sizes and at every graded
+    forward's (run again with num_heads 2 on the same inputs and weights)."""
+    _measured_graded(p)
     for name, student, ref in ev.kernel_counts(p):
         heads = list(student)
         if student[heads[-1]] > student[heads[1]]:
@@ -153,6 +176,14 @@ def cost_parallel(p: Probe) -> None:
                               "heads are computed one at a time in a Python loop. Compute all "
                               "heads at once on the (batch, num_heads, n, p) layout: batched "
                               "matmuls such as Q @ K.transpose(-2, -1) and one softmax.")
+    for what, heads, graded, twin, _, _ in ev.head_twins(p):
+        if ev.kernels(graded) > ev.kernels(twin):
+            raise CheckFailed(f"{what}: forward dispatches {ev.kernels(graded)} matmul/softmax "
+                              f"kernels with num_heads={heads} and {ev.kernels(twin)} with "
+                              f"num_heads={ev.TWIN_HEADS} on the same inputs and weights. The "
+                              "count grows with num_heads, so the heads are computed one at a "
+                              "time in a Python loop. Compute all heads at once on the (batch, "
+                              "num_heads, n, p) layout: batched matmuls and one softmax.")
 
 
 # --------------------------------------------------------------------------------------
@@ -172,7 +203,9 @@ def device_meta(p: Probe) -> None:
 @check("device.sync", part="conventions", kind="instrument", group="device", requires=WORKS, instruments=["trace"])
 def device_sync(p: Probe) -> None:
     """Forward and the masked functions force no host synchronisation (.item(), bool(tensor),
-    boolean-mask indexing, ...): on a GPU each one stalls until the device is done."""
+    boolean-mask indexing, ...): on a GPU each one stalls until the device is done. Every
+    graded forward is measured."""
+    _measured_graded(p)
     for part, ops in evd.host_syncs(p):
         raise CheckFailed(f"{part} reads tensor data on the host ({', '.join(ops)}), e.g. a "
                           "Python if/bool/int/float/.item() on a tensor's value; on a GPU every "

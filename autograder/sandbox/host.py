@@ -163,7 +163,8 @@ class Sandbox:
         ``carry``: (parts, answer): the parts the sandbox asks the grader for during this
         probe (error carried forward), and ``answer(question) -> dict`` that answers."""
         self._ready_for(group)
-        bundled = len(kwargs["batch"]) if name == "calls" else 1   # each call its own limit
+        bundled = len(kwargs["batch"]) if name == "calls" else \
+            len(kwargs["specs"]) if name == "mhas" else 1      # each call its own limit
         limit = min((timeout or self.probe_timeout) * max(bundled, 1), self._left(),
                     self.group_budget - self.group_spent.get(group, 0.0))
         started = time.monotonic()

@@ -341,13 +341,17 @@ def forward(model, run: dict, dtype=torch.float64, device="cpu") -> dict:
     zero_grad(model)
     if "seed" in run:
         seed_all(run["seed"])
-    out = plain(model(q, k, v, lens), "forward")
+    ops = OpTrace(device)       # every forward is measured: a measured one is a graded one
+    with ops:
+        out = model(q, k, v, lens)
+    out = plain(out, "forward")
     if _type(out) is not _Tensor:
         raise ProbeError("forward returned a tuple; it should return one tensor "
                          "(batch, n_q, d_model) and keep the weights in self.attention_weights")
     weights = getattr(model, "attention_weights", None)
     result = {"out": out.detach(), "weights": weights.detach() if _type(weights) is _Tensor else None,
-              "after": [t.detach() for t in (q, k, v)]}    # the grader judges in-place writes
+              "after": [t.detach() for t in (q, k, v)],    # the grader judges in-place writes
+              "cost": ops.cost()}
     if want_grad:
         if not out.requires_grad:
             raise ProbeError("forward's output does not depend on the parameters (no grad_fn)")
@@ -379,6 +383,14 @@ def mha(api, spec: dict) -> dict:
         result["state_after"] = state(model)     # the weights as the forwards left them
     result["params"] = parameters(model)     # as the forwards left them (ties made there count)
     return result
+
+
+MHAS_LIMIT = 16           #: modules one ``mhas`` request may bundle
+
+
+def mhas(api, specs: list) -> list:
+    """``mha`` for each spec in turn, in one request (as ``calls`` bundles ``call``)."""
+    return [mha(api, spec) for spec in specs[:MHAS_LIMIT]]
 
 
 def mha_raises(api, init: dict) -> dict:
@@ -468,22 +480,28 @@ class OpTrace(DispatchMode):
                 setattr(self, key, getattr(self, key) + cost[key])
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.__name__.split(".")[0]
-        self.counts[name] = self.counts.get(name, 0) + 1
-        if name in MATMUL_OPERANDS:
+        name, matmul, view, sized = _OPS.get(func) or _op(func)
+        counts, kwargs = self.counts, kwargs or {}
+        counts[name] = counts.get(name, 0) + 1
+        if matmul:
             flops = matmul_flops(name, args)
             self.flops += flops
             self.work += flops
-        if _data_dependent(name, args, kwargs or {}):
-            self.counts[name + "(data-dependent size)"] = 1
-        out = func(*args, **(kwargs or {}))
-        if name not in MATMUL_OPERANDS and name not in VIEWS:
+        if sized and _data_dependent(name, args, kwargs):
+            counts[name + "(data-dependent size)"] = 1
+        out = func(*args, **kwargs)
+        if not (matmul or view):
             self.work += _elements(args, out)
         if self.device != "cpu":
             for t in (out if _isinstance(out, (tuple, list)) else (out,)):
                 if _isinstance(t, _Tensor) and t.device.type == "cpu" and t.dim() > 0:
                     self.foreign.append(name)
         return out
+
+    def cost(self) -> dict:
+        """What the traced code cost, as data: operator counts, FLOPs, work, host syncs."""
+        return {"ops": dict(self.counts), "flops": self.flops, "work": self.work,
+                "sync": self.syncs()}
 
     def syncs(self) -> list[str]:
         return sorted(n for n in self.counts if n in SYNC_OPS or n.endswith("(data-dependent size)"))
@@ -501,6 +519,18 @@ VIEWS = frozenset({"view", "_unsafe_view", "reshape", "transpose", "permute", "t
                    "_reshape_alias", "unfold", "diagonal", "movedim", "expand_as", "sym_size",
                    "sym_stride", "sym_numel", "sym_storage_offset", "dim", "size", "stride",
                    "is_contiguous", "empty", "empty_like", "empty_strided", "new_empty"})
+
+
+#: operator -> (its name, a matrix product, a view, its output's size may depend on data):
+#: every forward is traced, so what an operator is is worked out once
+_OPS: dict = {}
+
+
+def _op(func) -> tuple:
+    name = func.__name__.split(".")[0]
+    _OPS[func] = known = (name, name in MATMUL_OPERANDS, name in VIEWS,
+                          name in ("index", "repeat_interleave"))
+    return known
 
 
 def _elements(args, out) -> int:
@@ -542,15 +572,15 @@ def _inputs(shapes: dict, dtype, device, masked: bool):
     """Deterministic module inputs; the lengths cycle 0, 1, 2, ... so length 0 is included."""
     b, n_q, n_k, d = shapes["batch"], shapes["n_q"], shapes["n_k"], shapes["d_model"]
     gen = torch.Generator().manual_seed(shapes.get("seed", 0))
-    q = torch.randn(b, n_q, d, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
-    kv = torch.randn(b, n_k, d, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
+    q, k, v = (torch.randn(b, n, d, generator=gen, dtype=torch.float64).to(device=device,
+                                                                          dtype=dtype)
+               for n in (n_q, n_k, n_k))       # three tensors, as in the graded forwards
     lens = (torch.arange(b) % (n_k + 1)).to(device) if masked else None
-    return q, kv, lens
+    return q, k, v, lens
 
 
 def _run_module(model, shapes: dict, dtype, device, masked: bool):
-    q, kv, lens = _inputs(shapes, dtype, device, masked)
-    return plain(model(q, kv, kv, lens), "forward")
+    return plain(model(*_inputs(shapes, dtype, device, masked)), "forward")
 
 
 def _attempt(fn) -> dict:
@@ -564,31 +594,20 @@ def _attempt(fn) -> dict:
 
 
 def trace(api, spec: dict) -> dict:
-    """Parameter count, op counts and FLOPs of one eval-mode forward, for several head counts."""
+    """Parameter count and cost of one forward per head count: graded forwards like the
+    others (``forward``: eval mode, autograd on, the grader's inputs and weights), whose
+    answers the grader judges too; the cost is what every forward reports."""
     out = {}
     for h in spec["heads"]:
-        init = dict(spec["init"], num_heads=h)
-        model = build(api, init, spec.get("seed", 0))
-        set_mode(model, False)
-        if spec.get("loads"):
-            try:
-                load(model, spec["loads"][str(h)])
-            except ProbeError:        # parameters not of the contract's shapes: its own then
-                pass
-        shapes = dict(spec["shapes"], d_model=init["d_model"])
-        masked = spec.get("masked", True)
-
-        def run(model=model, shapes=shapes, masked=masked):
-            # as the value checks run forward: eval mode, autograd on (nothing tells a traced
-            # forward from a graded one but the trace itself)
-            ops = OpTrace("cpu")
-            with ops:
-                _run_module(model, shapes, torch.float64, "cpu", masked)
-            return {"ops": dict(ops.counts), "flops": ops.flops, "work": ops.work,
-                    "sync": ops.syncs()}
-        result = _attempt(run)
+        model = build(api, dict(spec["init"], num_heads=h), spec.get("seed", 0))
         entry = {"params": int(sum(p.numel() for p in
                                    {_id(p): p for _, p in named_parameters(model)}.values()))}
+
+        def run(model=model, h=h):
+            load(model, spec["loads"][str(h)])
+            result = forward(model, spec["runs"][str(h)])
+            return dict(result["cost"], out=result["out"], weights=result["weights"])
+        result = _attempt(run)
         entry.update(result.get("value", result))
         out[str(h)] = entry
     return out
@@ -615,9 +634,9 @@ def _on(api, part: str, device: str, dtype, init: dict, shapes: dict):
         model = build(api, init, shapes.get("seed", 0), dtype=dtype)
         set_mode(model, False)
         convert(model, device=device)
-        q, kv, lens = _inputs(shapes, dtype, device, True)
+        q, k, v, lens = _inputs(shapes, dtype, device, True)
         with ops:                 # autograd on, as in the graded forwards
-            y = plain(model(q, kv, kv, lens), "forward")
+            y = plain(model(q, k, v, lens), "forward")
     else:
         args = _function_calls(device, dtype)[part]
         fn = getattr(api, part)
@@ -783,8 +802,8 @@ def _cuda_forward(api, sizes: dict, device: str, debug: bool = False) -> int:
     model = build(api, sizes["init"], dtype=torch.float32)
     set_mode(model, False)
     convert(model, device=device)
-    q, kv, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
-                          torch.float32, device, True)
+    q, k, v, lens = _inputs(dict(sizes["shapes"], d_model=sizes["init"]["d_model"]),
+                            torch.float32, device, True)
     cuda = device == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -794,7 +813,7 @@ def _cuda_forward(api, sizes: dict, device: str, debug: bool = False) -> int:
             torch.cuda.set_sync_debug_mode("error")
     try:
         with torch.no_grad():
-            model(q, kv, kv, lens)
+            model(q, k, v, lens)
     finally:
         if cuda:
             torch.cuda.set_sync_debug_mode(0)
@@ -821,6 +840,7 @@ def on_cuda(api, spec: dict) -> dict:
                                          shapes, device) for mode in spec.get("autocast", ())})}
 
 
-PROBES = {"call": call, "calls": calls, "mha": mha, "mha_raises": mha_raises, "mha_loads": mha_loads,
+PROBES = {"call": call, "calls": calls, "mha": mha, "mhas": mhas, "mha_raises": mha_raises,
+          "mha_loads": mha_loads,
           "trace": trace, "on_device": on_device, "low_precision": low_precision,
           "on_cuda": on_cuda}

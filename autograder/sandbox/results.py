@@ -220,6 +220,9 @@ def attempt(form=anything):
     return check
 
 
+#: What one forward cost, as its operator trace counted it (``probes.OpTrace.cost``).
+COST = record({"ops": mapping(kind(int)), "flops": kind(int), "work": kind(int),
+               "sync": sequence(kind(str))})
 PARAM = record({"name": kind(str), "shape": ints, "numel": kind(int), "storage": kind(int),
                 "is_param": kind(bool)}, extra=anything)
 
@@ -230,7 +233,7 @@ def _run(run: dict):
     grads = {"grads": mapping(kind(torch.Tensor, type(None)))} \
         if run.get("grad") is not None else {}
     form = record({"out": kind(torch.Tensor), "weights": kind(torch.Tensor, type(None)),
-                   "after": sequence(kind(torch.Tensor), 3), **grads})
+                   "after": sequence(kind(torch.Tensor), 3), "cost": COST, **grads})
 
     def check(value, path):
         form(value, path)
@@ -292,6 +295,14 @@ def _mha(answer, kw):
     _runs(spec.get("runs", ()), "runs", answer["runs"])
 
 
+def _mhas(answer, kw):
+    """One answer of ``_mha``'s form for each spec, in order."""
+    specs = kw["specs"]
+    sequence(anything, len(specs))(answer, "")
+    for spec, item in zip(specs, answer):
+        _mha(item, {"spec": spec})
+
+
 def _mha_loads(answer, kw):
     spec = kw["spec"]
     record({"params": sequence(PARAM), "runs": anything})(answer, "")
@@ -304,7 +315,9 @@ def _mha_raises(answer, kw):
 
 PARTS = ("module", "masked_softmax", "attention_pool")
 TRACED = record({"params": kind(int), "ops": mapping(kind(int)), "flops": kind(int),
-                 "work": kind(int), "sync": sequence(kind(str))})
+                 "work": kind(int), "sync": sequence(kind(str)),
+                 "out": produced("forward returned"),
+                 "weights": produced("self.attention_weights is", none=True)})
 UNTRACED = record({"params": kind(int)}, {"bad": kind(str), "raised": raised})
 DISPATCHED = attempt(record({"device": kind(str), "sync": sequence(kind(str)),
                              "foreign": sequence(kind(str))}))
@@ -350,7 +363,8 @@ def _on_cuda(answer, kw):
                 "autocast": mapping(FINITE)})(answer, "")
 
 
-FORMS = {"call": _call, "calls": _calls, "mha": _mha, "mha_raises": _mha_raises, "mha_loads": _mha_loads,
+FORMS = {"call": _call, "calls": _calls, "mha": _mha, "mhas": _mhas, "mha_raises": _mha_raises,
+         "mha_loads": _mha_loads,
          "trace": _trace, "on_device": _on_device, "low_precision": _low_precision,
          "on_cuda": _on_cuda}
 
