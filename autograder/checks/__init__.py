@@ -15,7 +15,7 @@ import torch
 
 from ..evidence import Evidence
 from ..model import Check
-from ..sandbox.host import StudentError, sanitize
+from ..sandbox.host import StudentError, failure
 from ..sandbox.probes import CALLS_LIMIT
 
 REGISTRY: dict[str, Check] = {}
@@ -96,8 +96,8 @@ class Side:
                 self._ahead.popleft()
                 if isinstance(answer, StudentError):
                     raise answer
-                if "bad" in answer:
-                    raise StudentError(sanitize(str(answer["bad"]), 400))
+                if "bad" in answer or (fn == "MultiHeadAttention" and "raised" in answer):
+                    raise failure(answer)
                 return dict(answer)
             self._ahead.clear()
         return None
@@ -121,8 +121,27 @@ class Side:
                                raised=info)
         return result["value"]
 
+    def ahead_mha(self, specs: list, *, group: str) -> None:
+        """``ahead`` for modules: the ``mha`` requests a check is about to send, in its
+        order, sent now in one ``mhas`` request; each ``mha`` with the same spec (the same
+        object) then takes its answer. The sandbox runs them in the same order; the first
+        that goes wrong ends the request, as it would end the check."""
+        self._ahead.clear()
+        if not self._batched or len(specs) < 2 or self.names is None \
+                or "MultiHeadAttention" not in self.names:
+            return
+        try:
+            answers = self.probe("mhas", group, specs=list(specs))
+        except StudentError as e:        # timed out or crashed: as the first would have
+            answers = [e]
+        self._ahead.extend(("MultiHeadAttention", (spec,), answer)
+                           for spec, answer in zip(specs, answers))
+
     def mha(self, spec: dict, *, group: str) -> dict:
         self.require("MultiHeadAttention")
+        answer = self._announced("MultiHeadAttention", (spec,), {})
+        if answer is not None:
+            return answer["ok"]
         return self.probe("mha", group, spec=spec)
 
 

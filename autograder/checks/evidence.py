@@ -341,14 +341,11 @@ def head_twins(p) -> list[tuple]:
                     break
         if not specs:
             return []
-        for side in (p.student, p.reference):
-            side.require("MultiHeadAttention")
-        refs = p.reference.probe("mhas", "cost", specs=specs)
-        twins = p.student.probe("mhas", "cost", specs=specs)
-        return [(*graded[name], twin["runs"][0]["cost"],
-                 (twin["runs"][0]["out"], twin["runs"][0]["weights"]),
-                 (ref["runs"][0]["out"], ref["runs"][0]["weights"]))
-                for name, twin, ref in zip(graded, twins, refs)]
+        refs = [p.reference.mha(spec, group="cost")["runs"][0] for spec in specs]
+        p.student.ahead_mha(specs, group="cost")
+        twins = [p.student.mha(spec, group="cost")["runs"][0] for spec in specs]
+        return [(*graded[name], twin["cost"], (twin["out"], twin["weights"]),
+                 (ref["out"], ref["weights"])) for name, twin, ref in zip(graded, twins, refs)]
     return once(p, "twins", make)
 
 

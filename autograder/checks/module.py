@@ -60,17 +60,29 @@ def inputs(gen, c: Config, *, masked: str | None = None, grad: bool = False) -> 
 
 def run_both(p: Probe, c: Config, runs: list[dict], *, group: str = "mha", dropout=None):
     """Build on both sides, load the reference's weights into the student's, run."""
-    init = dict(c.init) if dropout is None else dict(c.init, dropout=dropout)
-    seed = int(torch.randint(0, 2**31, (1,), generator=p.generator("weights" + c.name)))
-    ref = p.reference.mha({"init": init, "seed": seed, "want_state": True, "runs": runs},
-                          group=group)
-    try:
-        student = p.student.mha({"init": init, "seed": seed, "load": ref["state"],
-                                 "runs": runs}, group=group)
-    except StudentError as e:
-        raise StudentError(f"{c.describe()}: {e}", raised=e.raised) from None
-    p.evidence.mha.append((c, runs, student, ref))
+    (student, ref), = run_all(p, [(c, runs)], group=group, dropout=dropout)
     return student, ref
+
+
+def run_all(p: Probe, planned: list, *, group: str = "mha", dropout=None):
+    """``run_both`` for each (config, runs) in turn, yielding (student, ref): the student's
+    modules sent in one request (``Side.ahead_mha``), each judged as it comes, so a check
+    that stops at its first failure sees what it saw one module at a time."""
+    specs = []
+    for c, runs in planned:
+        init = dict(c.init) if dropout is None else dict(c.init, dropout=dropout)
+        seed = int(torch.randint(0, 2**31, (1,), generator=p.generator("weights" + c.name)))
+        ref = p.reference.mha({"init": init, "seed": seed, "want_state": True, "runs": runs},
+                              group=group)
+        specs.append((ref, {"init": init, "seed": seed, "load": ref["state"], "runs": runs}))
+    p.student.ahead_mha([spec for _, spec in specs], group=group)
+    for (c, runs), (ref, spec) in zip(planned, specs):
+        try:
+            student = p.student.mha(spec, group=group)
+        except StudentError as e:
+            raise StudentError(f"{c.describe()}: {e}", raised=e.raised) from None
+        p.evidence.mha.append((c, runs, student, ref))
+        yield student, ref
 
 
 ROLES = ("queries", "keys", "values")
@@ -222,9 +234,8 @@ def mha_raises(p: Probe) -> None:
 def mha_values(p: Probe) -> None:
     """With the reference's weights loaded, forward's output and attention_weights match."""
     gen = p.generator("mha.values")
-    for c in CONFIGS:
-        runs = [inputs(gen, c)]
-        student, ref = run_both(p, c, runs)
+    planned = [(c, [inputs(gen, c)]) for c in CONFIGS]
+    for (c, runs), (student, ref) in zip(planned, run_all(p, planned)):
         compare_runs(p, c, runs, student, ref)
 
 
@@ -232,9 +243,8 @@ def mha_values(p: Probe) -> None:
 def mha_masked(p: Probe) -> None:
     """valid_lens of shape (batch,) and (batch, n_q), lengths 0 and full included."""
     gen = p.generator("mha.masked")
-    for c in MASKED:
-        runs = [inputs(gen, c, masked="1-d"), inputs(gen, c, masked="2-d")]
-        student, ref = run_both(p, c, runs)
+    planned = [(c, [inputs(gen, c, masked="1-d"), inputs(gen, c, masked="2-d")]) for c in MASKED]
+    for (c, runs), (student, ref) in zip(planned, run_all(p, planned)):
         compare_runs(p, c, runs, student, ref)
 
 
@@ -242,9 +252,9 @@ def mha_masked(p: Probe) -> None:
 def mha_grads(p: Probe) -> None:
     """Backward gives the reference's gradients for the inputs and every parameter."""
     gen = p.generator("mha.grads")
-    for c in (CONFIGS[0], CONFIGS[3], MASKED[0]):
-        runs = [inputs(gen, c, masked="1-d" if c.name.startswith("masked") else None, grad=True)]
-        student, ref = run_both(p, c, runs)
+    planned = [(c, [inputs(gen, c, masked="1-d" if c.name.startswith("masked") else None,
+                           grad=True)]) for c in (CONFIGS[0], CONFIGS[3], MASKED[0])]
+    for (c, runs), (student, ref) in zip(planned, run_all(p, planned)):
         compare_runs(p, c, runs, student, ref, grads=True)
 
 

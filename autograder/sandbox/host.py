@@ -222,11 +222,8 @@ class Sandbox:
         forbidden = answer.get("forbidden", [])
         self.forbidden = [sanitize(f, 100) for f in forbidden if isinstance(f, str)][:20] \
             if isinstance(forbidden, list) else []
-        if "bad" in answer:
-            raise StudentError(sanitize(str(answer["bad"]), 400))
-        if "raised" in answer:
-            raise StudentError(_exception_text(answer["raised"]),
-                               raised=results.raised_info(answer["raised"]))
+        if "bad" in answer or "raised" in answer:
+            raise failure(answer)
         if "ok" not in answer:
             raise StudentError("the sandbox sent a malformed answer")
         try:
@@ -324,6 +321,15 @@ def _reader(chan: socket.socket, deadline: float):
             buf += chunk
         return bytes(buf)
     return recv_exact
+
+
+def failure(answer: dict) -> StudentError:
+    """What a probe's ``bad`` or ``raised`` answer (checked for its form) says, as the
+    probe's own failure would say it (``Sandbox._result``)."""
+    if "bad" in answer:
+        return StudentError(sanitize(str(answer["bad"]), 400))
+    return StudentError(_exception_text(answer["raised"]),
+                        raised=results.raised_info(answer["raised"]))
 
 
 def _exception_text(info) -> str:

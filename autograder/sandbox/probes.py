@@ -389,8 +389,16 @@ MHAS_LIMIT = 16           #: modules one ``mhas`` request may bundle
 
 
 def mhas(api, specs: list) -> list:
-    """``mha`` for each spec in turn, in one request (as ``calls`` bundles ``call``)."""
-    return [mha(api, spec) for spec in specs[:MHAS_LIMIT]]
+    """``mha`` for each spec in turn, in one request (as ``calls`` bundles ``call``): each
+    one's answer, or what went wrong (``_attempt``'s form, ``ok`` for the answer); the first
+    that goes wrong ends the request, as it would end the check that sent them one by one."""
+    out = []
+    for spec in specs[:MHAS_LIMIT]:
+        result = _attempt(lambda spec=spec: mha(api, spec))
+        out.append({"ok": result["value"]} if "value" in result else result)
+        if "value" not in result:
+            break
+    return out
 
 
 def mha_raises(api, init: dict) -> dict:

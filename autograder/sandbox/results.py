@@ -296,11 +296,26 @@ def _mha(answer, kw):
 
 
 def _mhas(answer, kw):
-    """One answer of ``_mha``'s form for each spec, in order."""
+    """For each spec in order, an answer of ``_mha``'s form (``ok``) or what went wrong; the
+    first that went wrong is the last."""
     specs = kw["specs"]
-    sequence(anything, len(specs))(answer, "")
-    for spec, item in zip(specs, answer):
-        _mha(item, {"spec": spec})
+    kind(list)(answer, "")
+    if not 0 < len(answer) <= len(specs):
+        _fail("", f"{len(answer)} answers for {len(specs)} modules")
+    for i, (spec, item) in enumerate(zip(specs, answer)):
+        if type(item) is dict and set(item) == {"ok"}:
+            try:
+                _mha(item["ok"], {"spec": spec})
+            except Unjudgeable as e:          # that module's answer, not the request's
+                answer[i] = {"bad": str(e)}
+                del answer[i + 1:]
+                return answer
+        else:
+            if type(item) is not dict or set(item) not in ({"bad"}, {"raised"}):
+                _fail(f"[{i}]", "neither an answer nor what went wrong")
+            attempt(anything)(item, f"[{i}]")
+            if i != len(answer) - 1:
+                _fail(f"[{i}]", "an answer after the first that went wrong")
 
 
 def _mha_loads(answer, kw):
