@@ -293,13 +293,19 @@ class Grader:
 
     def _reference_sandbox(self) -> Sandbox:
         """The reference's own sandbox, where error carried forward's questions are answered
-        (``carry.Answers``): a submission's sandbox, limits and rules alike, given the
-        reference's source. Each question has a probe's deadline; it lives as long as it is
-        held, so it has no budget of its own (``Answers`` replaces it once it stops)."""
+        (``carry.Answers``): a submission's sandbox (jail, limits, memory), given the
+        reference's source. Its code is compiled as written: the code rules make what a
+        process measures of the code it runs trustworthy, and this one runs no student
+        code (its inputs are plain tensors and ints) and is not measured; the reference
+        passes the rules anyway, as a submission (the rules' guard cost 0.4 ms a question,
+        45 ms a split bug's 111). Each question has a probe's deadline; the sandbox lives
+        as long as it is held, so it has no budget of its own (``Answers`` replaces it once
+        it stops)."""
         t = self.timeouts
-        return Sandbox(self.zygote, REFERENCE.read_bytes(), "mha.py", self._config(),
-                       import_timeout=t["import"], probe_timeout=t["probe"], restarts=0,
-                       group_budget=math.inf, budget=math.inf, worker="the reference's process")
+        return Sandbox(self.zygote, REFERENCE.read_bytes(), "mha.py",
+                       dict(self._config(), rules=False), import_timeout=t["import"],
+                       probe_timeout=t["probe"], restarts=0, group_budget=math.inf,
+                       budget=math.inf, worker="the reference's process")
 
     def _config(self, hide=()) -> dict:
         """A sandbox's configuration: what it hides, its limits, its memory, the code rules."""
