@@ -116,12 +116,12 @@ def test_a_reference_sandbox_that_stops_is_replaced():
     answers = carry.Answers(start)
     question = {"fn": "split_heads", "mode": "value", "args": [torch.ones(2, 5, 12), 3]}
     assert answers(question, {"split_heads"}) == {"answer": "answer"}
-    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # asked again
+    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # the 2nd box's
     assert len(boxes) == 2 and boxes[0].closed and not boxes[1].closed
-    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # 2 stops, 3 answers
-    assert len(boxes) == 3
+    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # the 3rd box's
+    assert len(boxes) == 3 and boxes[1].closed
     plans.append(["stop"])
-    answers._drop()
+    answers.close()                                  # the next question starts a 4th box
     assert answers(question, {"split_heads"}) == {
         "raised": "no answer: the reference's process was killed"}
     answers.close()
