@@ -4,6 +4,7 @@ prices; then scoring and the report's notes) and becomes a Report."""
 from __future__ import annotations
 
 import copy
+import math
 import os
 import secrets
 import threading
@@ -25,8 +26,9 @@ from .sandbox import probes
 from .sandbox.host import Sandbox, StudentError, Zygote
 
 PROJECT = Path(__file__).resolve().parent.parent
+REFERENCE = PROJECT / "solutions" / "mha.py"     #: the source the reference's sandbox runs
 #: The probes that run the student's parts and module, where carried parts are answered (the
-#: operator trace too: what the grader computes for a carried part is not counted, and fewer
+#: operator trace too: what the reference computes for a carried part is not counted, and fewer
 #: counted is accepted; the meta device and low precision cannot cross the boundary).
 CARRIED_PROBES = ("call", "calls", "mha", "mhas", "mha_loads", "trace")
 LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
@@ -68,6 +70,8 @@ class Grader:
         # (autograder.batch) must not interleave there, or the reference values would change.
         self._reference_lock = threading.Lock()
         self._zygote = Zygote(hide=self.hide, memory_bytes=self.memory)   # boots in the background
+        #: the reference's answers to carried parts' questions, from its own sandbox
+        self.answers = carry.Answers(self._reference_sandbox)
         self._warm = False
         self._trusted: dict | None = None
 
@@ -76,6 +80,7 @@ class Grader:
         return self._zygote
 
     def close(self) -> None:
+        self.answers.close()
         self._zygote.close()
 
     def selected(self):
@@ -280,13 +285,33 @@ class Grader:
         if not self._warm:     # the reference side's lazy imports, while the zygote boots
             probes.warm_up()
             self._warm = True
-        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=self.memory)
-        config = {"hide": self.hide + [str(Path(sub.path).resolve().parent)], "limits": limits,
-                  "memory_bytes": self.memory, "host_uid": os.getuid(), "host_gid": os.getgid(),
-                  "rules": self.rules}
         t = self.timeouts
-        return Sandbox(self.zygote, sub.source, "mha.py", config, import_timeout=t["import"],
-                       probe_timeout=t["probe"], group_budget=t["group"], budget=t["submission"])
+        return Sandbox(self.zygote, sub.source, "mha.py",
+                       self._config(hide=[str(Path(sub.path).resolve().parent)]),
+                       import_timeout=t["import"], probe_timeout=t["probe"],
+                       group_budget=t["group"], budget=t["submission"])
+
+    def _reference_sandbox(self) -> Sandbox:
+        """The reference's own sandbox, where error carried forward's questions are answered
+        (``carry.Answers``): a submission's sandbox (jail, limits, memory), given the
+        reference's source. Its code is compiled as written: the code rules make what a
+        process measures of the code it runs trustworthy, and this one runs no student
+        code (its inputs are plain tensors and ints) and is not measured; the reference
+        passes the rules anyway, as a submission (the rules' guard cost 0.4 ms a question,
+        45 ms a split bug's 111). Each question has a probe's deadline; the sandbox lives
+        as long as it is held, so it has no budget of its own (``Answers`` replaces it once
+        it stops)."""
+        t = self.timeouts
+        return Sandbox(self.zygote, REFERENCE.read_bytes(), "mha.py",
+                       dict(self._config(), rules=False), import_timeout=t["import"],
+                       probe_timeout=t["probe"], restarts=0, group_budget=math.inf,
+                       budget=math.inf, worker="the reference's process")
+
+    def _config(self, hide=()) -> dict:
+        """A sandbox's configuration: what it hides, its limits, its memory, the code rules."""
+        limits = LIMITS if self.has_cuda else dict(LIMITS, RLIMIT_AS=self.memory)
+        return {"hide": self.hide + list(hide), "limits": limits, "memory_bytes": self.memory,
+                "host_uid": os.getuid(), "host_gid": os.getgid(), "rules": self.rules}
 
     def _probe(self, sub, sandbox, seed: int, variant, facts,
                carried: bool = False) -> registry.Probe:
@@ -304,7 +329,7 @@ class Grader:
             parts = evidence.carry if carried and name in CARRIED_PROBES else None
             try:
                 return sandbox.probe(name, group=group, **kwargs,
-                                     **({"carry": (parts, carry.answer)} if parts else {}))
+                                     **({"carry": (parts, self.answers)} if parts else {}))
             finally:
                 hits = getattr(sandbox, "forbidden", None)
                 if hits:

@@ -4,9 +4,14 @@ When a part P (split_heads, masked_softmax, ...) is wrong, every check of what i
 P fails too, and P's one mistake is charged many times. So the checks that failed are graded
 once more with the reference's P in place of the student's: in the sandbox, P becomes a
 proxy (``probes.carried``) that asks the grader for the reference's answer to the student's
-own call (and for its vector-Jacobian product in backward). The reference stays here; only
-its answers to those calls cross the boundary. What passes then earns its points, with a
-note saying so; P's mistake stays charged at P's checks. Rubric policy ``carry_forward``.
+own call (and for its vector-Jacobian product in backward). The grader checks the question
+(``_question``: a call the contract allows, its answer's size bounded, nothing computed)
+and relays it to the reference's own sandbox (``Answers``): a process forked from the same
+zygote with a submission's limits (memory, CPU time, no network, the jail), running the
+reference's source as a submission's sandbox runs the submission. No answer is computed in
+the grader's process, which a whole batch shares; only the reference's answers to those
+calls reach the student's sandbox. What passes then earns its points, with a note saying
+so; P's mistake stays charged at P's checks. Rubric policy ``carry_forward``.
 
 Only along the contract's dependency graph (``parts.BUILT_ON``): a check is graded again
 with the wrong parts *its own part* is built on answered, never a part's own checks with
@@ -18,15 +23,17 @@ bounded, before anything is computed.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import torch
 
 from .model import CheckResult, Status
 from .parts import BUILT_ON
+from .sandbox.host import StudentError
 from .sandbox.probes import CARRYABLE
 
-MAX_ELEMENTS = 1 << 20       #: elements of one tensor argument or answer the grader computes
+MAX_ELEMENTS = 1 << 20       #: elements of one tensor argument or answer the reference computes
 
 
 def wrong_parts(results, checks: dict) -> set[str]:
@@ -68,36 +75,93 @@ def released(result: CheckResult, blockers) -> CheckResult:
                    "(error carried forward): " + result.feedback)
 
 
-def answer(question, allowed: set[str]) -> dict:
-    """The reference's answer to one call of a carried part, or why there is none."""
-    try:
-        fn, mode, args = _question(question, allowed)
-        import solutions
-        function = getattr(solutions, fn)
-        if mode == "value":
-            from .sandbox.probes import OpTrace
-            trace = OpTrace("cpu")
-            with torch.no_grad(), trace:         # what the answer cost: counted in the student's
-                value = function(*args)          # trace as if the student had done it
-            return {"answer": value, "cost": {"ops": dict(trace.counts), "flops": trace.flops,
-                                              "work": trace.work}}
-        return {"answer": _vjp(function, args, question.get("grads"))}
-    except Exception as e:          # the student's arguments: the proxy raises it there
-        return {"raised": f"{type(e).__name__}: {e}"[:300]}
+class Answers:
+    """The reference's answers to the questions of carried parts, from a process of its own.
+
+    ``start()`` gives that process: a sandbox forked from the grader's zygote with a
+    submission's limits, given the reference's source as a submission is given its own,
+    asked through the ``answer`` probe (``probes.answer``). It is started at the first
+    question (a submission with no wrong part asks none), kept for the next ones and
+    replaced once it stops (killed at a limit, timed out); one question at a time (the
+    threads of a batch share one Grader). Each question is first held here to the calls the contract allows
+    (``_question``: types, shapes and bounds, nothing computed). Whatever goes wrong is an
+    answer (``{"raised": ...}``: the student's proxy raises it, and the check fails as it
+    would), never an exception in the grader."""
+
+    def __init__(self, start):
+        self._start = start
+        self._box = None           #: the reference's sandbox, once a question has come
+        self._lock = threading.Lock()
+
+    def __call__(self, question, allowed: set[str]) -> dict:
+        """The reference's answer to one call of a carried part, or why there is none."""
+        try:
+            question = _question(question, allowed)
+        except ValueError as e:         # the student's arguments: the proxy raises it there
+            return _raised(e)
+        with self._lock:
+            return self._ask(question)
+
+    def _ask(self, question: dict, again: bool = True) -> dict:
+        """Asked of the running sandbox; where one that had answered before stops (its CPU
+        time spent, killed while idle), once more of a new one: a question is not charged
+        for the questions before it."""
+        reused = self._box is not None
+        try:
+            if self._box is None:
+                self._box = self._start()
+            return self._box.probe("answer", group="answer", question=question)
+        except StudentError as e:
+            if e.raised:                # the reference raised on these arguments
+                return {"raised": str(e)[:300]}
+            worn = reused and not self._box.timed_out_groups
+            self._drop()
+            if worn and again:
+                return self._ask(question, again=False)
+            return {"raised": f"no answer: {e}"[:300]}
+        except Exception as e:          # noqa: BLE001 — the zygote gone: no answer, no crash
+            self._drop()
+            return {"raised": f"no answer: the reference's process failed ({e})"[:300]}
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._box is not None:
+            self._box.close()
+            self._box = None
 
 
-def _question(question, allowed):
+def _raised(e: Exception) -> dict:
+    return {"raised": f"{type(e).__name__}: {e}"[:300]}
+
+
+def _question(question, allowed) -> dict:
+    """The question as it is relayed, if it is one the grader answers: a part carried for
+    this check, plain CPU tensors, ints or None as arguments, in the shapes the contract
+    allows, within the bounds (ValueError otherwise)."""
     if type(question) is not dict or question.get("fn") not in allowed \
             or question.get("mode") not in ("value", "vjp") \
             or type(question.get("args")) not in (list, tuple) or len(question["args"]) > 4:
         raise ValueError("not a question the grader answers")
     for a in question["args"]:
-        if not (a is None or type(a) is int or (
-                type(a) is torch.Tensor and a.layout == torch.strided
-                and a.device.type == "cpu" and a.numel() <= MAX_ELEMENTS)):
+        if not (a is None or type(a) is int or _plain(a)):
             raise ValueError("an argument that is not a plain CPU tensor, an int or None")
     contract_call(question["fn"], list(question["args"]))
-    return question["fn"], question["mode"], list(question["args"])
+    relayed = {"fn": question["fn"], "mode": question["mode"], "args": list(question["args"])}
+    if question["mode"] == "vjp":
+        grads = question.get("grads")
+        if type(grads) not in (list, tuple) or len(grads) > 2 \
+                or not all(g is None or _plain(g) for g in grads):
+            raise ValueError("output gradients that are not plain CPU tensors")
+        relayed["grads"] = list(grads)
+    return relayed
+
+
+def _plain(a) -> bool:
+    return type(a) is torch.Tensor and a.layout == torch.strided \
+        and a.device.type == "cpu" and a.numel() <= MAX_ELEMENTS
 
 
 def contract_call(fn: str, args: list) -> int:
@@ -172,20 +236,3 @@ _CALLS = {"project": _project, "project_heads": _project_heads, "split_heads": _
 _floating = {"project": 2, "project_heads": 2, "split_heads": 1, "concat_heads": 1,
              "masked_softmax": 1, "attention_pool": 3}
 
-
-def _vjp(function, args, grads) -> list:
-    """Gradients for each tensor argument (None where it has none) of function(*args)
-    against the output gradients ``grads``."""
-    inputs = [a.detach().clone().requires_grad_() if type(a) is torch.Tensor
-              and a.is_floating_point() else a for a in args]
-    out = function(*inputs)
-    outs = out if isinstance(out, tuple) else (out,)
-    if type(grads) not in (list, tuple) or len(grads) != len(outs):
-        raise ValueError("output gradients that do not match the outputs")
-    pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads)
-             if type(g) is torch.Tensor and g.shape == o.shape and o.requires_grad]
-    wanted = [a for a in inputs if type(a) is torch.Tensor and a.requires_grad]
-    got = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
-                                   allow_unused=True) if pairs and wanted else [None] * len(wanted))
-    return [next(got) if a.requires_grad else None
-            for a in inputs if type(a) is torch.Tensor]

@@ -115,6 +115,7 @@ def grade_safely(grader, path: Path, reference, limit: float):
     check_report(report, path, reference)
     assert protected_digest() == before_files
     assert markers() == []
+    grader.answers.close()       # the reference's own sandbox, held from one submission to the next
     deadline = time.monotonic() + 5
     while sandbox_processes(grader.zygote) and time.monotonic() < deadline:
         time.sleep(0.05)

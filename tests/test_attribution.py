@@ -278,7 +278,9 @@ def test_work_done_by_answered_parts_is_counted_at_the_references_cost(grader, t
     ("concat_heads", "X (2, 3, 4): 3-d"),
     ("attention_pool", "an answer of 2**21 elements"),
 ])
-def test_an_answered_part_takes_only_the_calls_the_contract_allows(fn, args):
+def test_an_answered_part_takes_only_the_calls_the_contract_allows(grader, fn, args):
+    """A call the contract does not allow is refused in the grader, before anything is
+    computed (the reference's sandbox is not even started); one it allows is answered."""
     import torch
 
     from autograder import carry
@@ -291,9 +293,10 @@ def test_an_answered_part_takes_only_the_calls_the_contract_allows(fn, args):
         "an answer of 2**21 elements": [torch.ones(1, 1024, 1), torch.ones(1, 1024, 1),
                                         torch.ones(1, 1024, 1024)],
     }
-    answer = carry.answer({"fn": fn, "mode": "value", "args": calls[args]}, {fn})
+    unstarted = carry.Answers(lambda: pytest.fail("the reference's sandbox was started"))
+    answer = unstarted({"fn": fn, "mode": "value", "args": calls[args]}, {fn})
     assert "raised" in answer and "answer" not in answer, answer
-    fine = carry.answer({"fn": "attention_pool", "mode": "value",
-                         "args": [torch.ones(2, 4, 3), torch.ones(2, 5, 3), torch.ones(2, 5, 2)]},
-                        {"attention_pool"})
+    fine = grader.answers({"fn": "attention_pool", "mode": "value",
+                           "args": [torch.ones(2, 4, 3), torch.ones(2, 5, 3), torch.ones(2, 5, 2)]},
+                          {"attention_pool"})
     assert "answer" in fine and fine["cost"]["flops"] > 0

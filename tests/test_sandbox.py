@@ -390,6 +390,24 @@ def test_forms_reject_what_would_crash_or_skip_a_check():
     assert len(info["raised"]["type"]) == 100 and info["raised"]["value_error"] is False
 
 
+def test_the_references_answers_have_their_form():
+    """The reference's sandbox answers a carried question with a value and its cost, or one
+    gradient (or None) per tensor argument; anything else is refused before it is relayed."""
+    value = {"question": {"fn": "split_heads", "mode": "value", "args": [torch.ones(2, 4), 2]}}
+    vjp = {"question": dict(value["question"], mode="vjp", grads=[torch.ones(2, 2, 2)])}
+    cost = {"ops": {"view": 1}, "flops": 0, "work": 0}
+    assert results.check("answer", value, {"answer": torch.ones(2, 2, 2), "cost": cost})
+    assert results.check("answer", vjp, {"answer": [torch.ones(2, 4)]})
+    for kw, forged in [(value, {"answer": torch.ones(1)}),                       # no cost
+                       (value, {"answer": torch.ones(1), "cost": dict(cost, flops="0")}),
+                       (value, {"answer": [torch.ones(1)], "cost": cost}),       # a list
+                       (value, {"answer": torch.ones(1, device="meta"), "cost": cost}),
+                       (vjp, {"answer": [torch.ones(2, 4), None]}),              # one too many
+                       (vjp, {"answer": [1]})]:
+        with pytest.raises(results.ResultError):
+            results.check("answer", kw, forged)
+
+
 def frame(header: bytes, sizes: bytes = b"[]", blobs: bytes = b"") -> bytes:
     return header + b"\n" + sizes + b"\n" + blobs
 

@@ -82,8 +82,10 @@ class Sandbox:
 
     def __init__(self, zygote: Zygote, source: bytes, filename: str, config: dict, *,
                  import_timeout: float = 20.0, probe_timeout: float = 15.0, restarts: int = 3,
-                 group_budget: float = 30.0, budget: float = 90.0):
+                 group_budget: float = 30.0, budget: float = 90.0,
+                 worker: str = "the submission's worker"):
         self.zygote, self.source, self.filename = zygote, source, filename
+        self.worker = worker                  #: what its messages call the process
         self.config, self.import_timeout, self.restarts = config, import_timeout, restarts
         self.probe_timeout = probe_timeout
         self.budget, self.group_budget = budget, group_budget
@@ -274,13 +276,13 @@ class Sandbox:
         status, reason = self.zygote.exit_status(self.pid)
         if reason == "memory":
             limit = self.config.get("memory_bytes", 0) / 2**30
-            return (f"the submission's worker was killed {when}: it went over the memory "
+            return (f"{self.worker} was killed {when}: it went over the memory "
                     f"limit ({limit:g} GiB)")
         how = ("was killed by signal %d" % -status if status is not None and status < 0
                else f"exited (status {status})" if status is not None else "stopped")
         if status == -signal.SIGKILL or status == -signal.SIGSEGV:
             how += " — perhaps it ran out of memory or time"
-        return f"the submission's worker {how} {when}"
+        return f"{self.worker} {how} {when}"
 
 
 def limits_note(config: dict, cgroup: bool, notes: list[str]) -> str:

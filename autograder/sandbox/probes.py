@@ -848,7 +848,45 @@ def on_cuda(api, spec: dict) -> dict:
                                          shapes, device) for mode in spec.get("autocast", ())})}
 
 
+# ----------------------------------------------------------------------------------------
+# Error carried forward, the other end: the reference's answers, from a sandbox of its own
+
+def answer(api, question: dict) -> dict:
+    """``api``'s answer to one call of a carried part: ``question`` is what ``carried`` sent,
+    already held by the grader to the calls the contract allows. Mode "value": the value,
+    and what it cost (counted in the student's trace as if the student had done it); mode
+    "vjp": the gradient of each tensor argument (None where it has none). Runs on the
+    reference, in a sandbox of its own (``carry.Answers``), never in the grader."""
+    function, args = getattr(api, question["fn"]), list(question["args"])
+    if question["mode"] == "value":
+        trace = OpTrace("cpu")
+        with torch.no_grad(), trace:
+            value = plain(function(*args), question["fn"])
+        return {"answer": value, "cost": {"ops": dict(trace.counts), "flops": trace.flops,
+                                          "work": trace.work}}
+    return {"answer": _vjp(function, args, question.get("grads"))}
+
+
+def _vjp(function, args, grads) -> list:
+    """Gradients for each tensor argument (None where it has none) of function(*args)
+    against the output gradients ``grads``."""
+    inputs = [a.detach().clone().requires_grad_() if _type(a) is _Tensor
+              and a.is_floating_point() else a for a in args]
+    out = function(*inputs)
+    outs = out if _isinstance(out, tuple) else (out,)
+    if _type(grads) not in (list, tuple) or _len(grads) != _len(outs):
+        raise ValueError("output gradients that do not match the outputs")
+    pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, grads)
+             if _type(g) is _Tensor and g.shape == o.shape and o.requires_grad]
+    wanted = [a for a in inputs if _type(a) is _Tensor and a.requires_grad]
+    got = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
+                                   allow_unused=True)
+               if pairs and wanted else [None] * _len(wanted))
+    return [next(got) if a.requires_grad else None
+            for a in inputs if _type(a) is _Tensor]
+
+
 PROBES = {"call": call, "calls": calls, "mha": mha, "mhas": mhas, "mha_raises": mha_raises,
           "mha_loads": mha_loads,
           "trace": trace, "on_device": on_device, "low_precision": low_precision,
-          "on_cuda": on_cuda}
+          "on_cuda": on_cuda, "answer": answer}

@@ -129,6 +129,10 @@ def _requests():
         ("on_device", {"spec": {"init": init, "shapes": shapes, "device": "meta"}}),
         ("low_precision", {"spec": {"init": init, "shapes": shapes, "modes": [
             "cast-float32", "cast-float16", "autocast-float16", "autocast-bfloat16"]}}),
+        ("answer", {"question": {"fn": "attention_pool", "mode": "value",
+                                 "args": [x(2, 4, 3), x(2, 5, 3), x(2, 5, 3), lens]}}),
+        ("answer", {"question": {"fn": "masked_softmax", "mode": "vjp",
+                                 "args": [x(2, 4, 5), lens], "grads": [x(2, 4, 5)]}}),
     ]
 
 

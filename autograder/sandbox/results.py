@@ -378,10 +378,27 @@ def _on_cuda(answer, kw):
                 "autocast": mapping(FINITE)})(answer, "")
 
 
+#: What a carried answer cost the reference (counted in the student's trace).
+ANSWER_COST = record({"ops": mapping(kind(int)), "flops": kind(int), "work": kind(int)})
+
+
+def _answer(answer, kw):
+    """The reference's answer to a carried question (its own sandbox): a value and its cost,
+    or a gradient (or None) per tensor argument; plain CPU tensors only, as a student's
+    sandbox is sent nothing else."""
+    if kw["question"]["mode"] == "value":
+        record({"answer": returned, "cost": ANSWER_COST})(answer, "")
+    else:
+        asked = sum(type(a) is torch.Tensor for a in kw["question"]["args"])
+        record({"answer": sequence(optional(tensor), asked)})(answer, "")
+    for t in _tensors(answer["answer"]):
+        tensor(t, "answer")
+
+
 FORMS = {"call": _call, "calls": _calls, "mha": _mha, "mhas": _mhas, "mha_raises": _mha_raises,
          "mha_loads": _mha_loads,
          "trace": _trace, "on_device": _on_device, "low_precision": _low_precision,
-         "on_cuda": _on_cuda}
+         "on_cuda": _on_cuda, "answer": _answer}
 
 
 def check(name: str, kwargs: dict, answer):
