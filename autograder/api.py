@@ -19,6 +19,7 @@ from .checks.module import forbidden_seen
 from .checks.questions import unanswered
 from .errors import UsageError
 from .evidence import Evidence
+from .fingerprint import fingerprint
 from .model import Fact, Report, Status
 from .parts import BUILT_ON
 from .runner import run_check
@@ -337,7 +338,7 @@ class Grader:
                     sandbox.forbidden = []
 
         def reference(name, group, kwargs):
-            key = (seed, evidence.current, name, _fingerprint(kwargs))
+            key = (seed, evidence.current, name, fingerprint(kwargs))
             with self._reference_lock:
                 if key not in self._reference_cache:
                     import solutions
@@ -410,30 +411,6 @@ def _facts(source, evidence: Evidence) -> tuple[Fact, ...]:
             Fact("functions that changed an input in place", changed, "grader"),
             Fact("code rules enforced in the sandbox", evidence.guarded,
                  "grader"))
-
-
-def _fingerprint(value) -> str:
-    """A cheap, exact key for a request: shapes and bytes of tensors, reprs of the rest."""
-    import hashlib
-    h = hashlib.blake2b(digest_size=16)
-
-    def walk(v):
-        if isinstance(v, torch.Tensor):
-            h.update(str((v.dtype, tuple(v.shape))).encode())
-            h.update(v.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(v, dict):
-            for k in sorted(v):
-                h.update(str(k).encode())
-                walk(v[k])
-        elif isinstance(v, (list, tuple)):
-            h.update(b"[")
-            for x in v:
-                walk(x)
-            h.update(b"]")
-        else:
-            h.update(repr(v).encode())
-    walk(value)
-    return h.hexdigest()
 
 
 def grade(path, **options) -> Report:

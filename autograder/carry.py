@@ -23,17 +23,20 @@ bounded, before anything is computed.
 """
 from __future__ import annotations
 
+import collections
 import threading
 from dataclasses import replace
 
 import torch
 
+from .fingerprint import fingerprint
 from .model import CheckResult, Status
 from .parts import BUILT_ON
 from .sandbox.host import StudentError
 from .sandbox.probes import CARRYABLE
 
 MAX_ELEMENTS = 1 << 20       #: elements of one tensor argument or answer the reference computes
+CACHE_BYTES = 64 << 20       #: the answers kept for students who ask the same (``Answers``)
 
 
 def wrong_parts(results, checks: dict) -> set[str]:
@@ -88,10 +91,15 @@ class Answers:
     answer (``{"raised": ...}``: the student's proxy raises it, and the check fails as it
     would), never an exception in the grader."""
 
-    def __init__(self, start):
+    def __init__(self, start, memory: int = CACHE_BYTES):
         self._start = start
         self._box = None           #: the reference's sandbox, once a question has come
         self._lock = threading.Lock()
+        #: answers already given, by the question's fingerprint (the reference is a pure
+        #: function of the question: students who make the same mistake ask the same ones),
+        #: the least recently asked dropped first past ``memory`` bytes
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._cached, self._memory = 0, memory
 
     def __call__(self, question, allowed: set[str]) -> dict:
         """The reference's answer to one call of a carried part, or why there is none."""
@@ -99,8 +107,25 @@ class Answers:
             question = _question(question, allowed)
         except ValueError as e:         # the student's arguments: the proxy raises it there
             return _raised(e)
+        key = fingerprint(question)
         with self._lock:
-            return self._ask(question)
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key][0]
+            answer = self._ask(question)
+            if "raised" not in answer:          # a limit or a time-out may not recur
+                self._keep(key, answer)
+            return answer
+
+    def _keep(self, key: str, answer: dict) -> None:
+        size = sum(t.numel() * t.element_size() for t in _tensors_in(answer))
+        if size > self._memory:
+            return
+        self._cache[key] = (answer, size)
+        self._cached += size
+        while self._cached > self._memory:
+            _, (_, dropped) = self._cache.popitem(last=False)
+            self._cached -= dropped
 
     def _ask(self, question: dict, again: bool = True) -> dict:
         """Asked of the running sandbox; where one that had answered before stops (its CPU
@@ -131,6 +156,17 @@ class Answers:
         if self._box is not None:
             self._box.close()
             self._box = None
+
+
+def _tensors_in(value):
+    if type(value) is torch.Tensor:
+        yield value
+    elif type(value) in (list, tuple):
+        for v in value:
+            yield from _tensors_in(v)
+    elif type(value) is dict:
+        for v in value.values():
+            yield from _tensors_in(v)
 
 
 def _raised(e: Exception) -> dict:

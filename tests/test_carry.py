@@ -114,17 +114,54 @@ def test_a_reference_sandbox_that_stops_is_replaced():
         boxes.append(Stopping(plans.pop(0)))
         return boxes[-1]
     answers = carry.Answers(start)
-    question = {"fn": "split_heads", "mode": "value", "args": [torch.ones(2, 5, 12), 3]}
-    assert answers(question, {"split_heads"}) == {"answer": "answer"}
-    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # the 2nd box's
+
+    def question(i):         # a new question each time (an answer given is kept)
+        return {"fn": "split_heads", "mode": "value", "args": [torch.full((2, 5, 12), float(i)), 3]}
+    assert answers(question(1), {"split_heads"}) == {"answer": "answer"}
+    assert answers(question(2), {"split_heads"}) == {"answer": "answer"}     # the 2nd box's
     assert len(boxes) == 2 and boxes[0].closed and not boxes[1].closed
-    assert answers(question, {"split_heads"}) == {"answer": "answer"}     # the 3rd box's
+    assert answers(question(3), {"split_heads"}) == {"answer": "answer"}     # the 3rd box's
     assert len(boxes) == 3 and boxes[1].closed
     plans.append(["stop"])
     answers.close()                                  # the next question starts a 4th box
-    assert answers(question, {"split_heads"}) == {
+    assert answers(question(4), {"split_heads"}) == {
         "raised": "no answer: the reference's process was killed"}
     answers.close()
+
+
+class Counting:
+    """A stand-in for the reference's sandbox that counts what it is asked."""
+
+    def __init__(self):
+        self.asked, self.timed_out_groups = 0, set()
+
+    def probe(self, name, *, group, question):
+        self.asked += 1
+        return {"answer": question["args"][0] * 2}
+
+    def close(self):
+        pass
+
+
+def test_an_answer_given_is_kept_within_its_memory():
+    """Students who make the same mistake ask the same questions: each is answered once (the
+    reference is a pure function of the question), the same bytes with another shape or
+    dtype are another question, and past the cache's memory the least recently asked goes."""
+    box = Counting()
+    answers = carry.Answers(lambda: box, memory=3 * 4 * 60)   # three answers of 60 float32
+    x = torch.arange(60.0).reshape(1, 5, 12)
+    ask = lambda t: answers({"fn": "split_heads", "mode": "value", "args": [t, 3]},  # noqa: E731
+                            {"split_heads"})
+    first = ask(x)
+    assert torch.equal(ask(x.clone())["answer"], first["answer"]) and box.asked == 1
+    ask(x.reshape(1, 6, 10).contiguous())
+    ask(x.double())
+    assert box.asked == 3                         # same bytes, other shape or dtype: asked
+    ask(x + 1)                                    # a fourth answer: x's goes (least recent)
+    ask(x.double())
+    assert box.asked == 4
+    ask(x)
+    assert box.asked == 5
 
 
 #: A wrong attention_pool (cheap on its own) and a module built on it whose forward first

@@ -1,0 +1,30 @@
+"""A cheap, exact key for a request or a question: what the reference's answers are cached
+by (``api``'s reference cache, ``carry.Answers``)."""
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+
+def fingerprint(value) -> str:
+    """A cheap, exact key for a request: shapes and bytes of tensors, reprs of the rest."""
+    h = hashlib.blake2b(digest_size=16)
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            h.update(str((v.dtype, tuple(v.shape))).encode())
+            h.update(v.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(v, dict):
+            for k in sorted(v):
+                h.update(str(k).encode())
+                walk(v[k])
+        elif isinstance(v, (list, tuple)):
+            h.update(b"[")
+            for x in v:
+                walk(x)
+            h.update(b"]")
+        else:
+            h.update(repr(v).encode())
+    walk(value)
+    return h.hexdigest()
