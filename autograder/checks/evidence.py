@@ -325,7 +325,8 @@ TWIN_HEADS = 2
 def head_twins(p) -> list[tuple]:
     """[(what, num_heads, the graded forward's cost, its twin's (num_heads 2) cost, the
     twin's answer, the reference's)] for each graded configuration of 3 heads or more whose
-    d_total 2 heads can split: its first eval-mode forward run again with num_heads 2."""
+    d_total 2 heads can split and whose first eval-mode forward dispatched more matmul/softmax
+    kernels than the reference's: that forward run again with num_heads 2."""
     def make():
         graded, specs = {}, []
         for c, runs, student, ref in p.evidence.mha:
@@ -333,8 +334,11 @@ def head_twins(p) -> list[tuple]:
             if c.name in graded or c.num_heads <= TWIN_HEADS or dt % TWIN_HEADS \
                     or ref.get("state") is None:
                 continue
-            for run, s in zip(runs, student["runs"]):
-                if not run.get("train") and run.get("grad") is None:
+            for run, s, r in zip(runs, student["runs"], ref["runs"]):
+                # a forward with no more kernels than the reference's same forward cannot
+                # hide a loop over heads: only the others are run again
+                if not run.get("train") and run.get("grad") is None \
+                        and kernels(s["cost"]) > kernels(r["cost"]):
                     graded[c.name] = (f"{c.describe()} (graded forward)", c.num_heads, s["cost"])
                     specs.append({"init": dict(c.init, num_heads=TWIN_HEADS),
                                   "load": ref["state"], "runs": [run]})
