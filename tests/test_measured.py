@@ -4,7 +4,8 @@ Every forward the grader runs is measured as it runs (its operators, FLOPs, work
 syncs: ``probes.forward``); the forwards measured for cost are drawn as the value checks draw
 theirs (three tensors, lengths with 0 and full, eval mode, autograd on, loaded weights); each
 graded configuration of 3 heads or more is run again with 2 heads on the same inputs and
-weights (its twin: the kernels' growth with num_heads read at its sizes); and the measured
+weights where its forward dispatched more matmul/softmax kernels than the reference's (a
+two-head rerun: the kernels' growth with num_heads read at its sizes); and the measured
 forwards' answers are judged where the module's graded forwards give the reference's. Each
 attack below tells a measured forward from a graded one as the earlier design allowed (the
 measured forward passed one tensor as keys and values; its answer was not judged; only it was

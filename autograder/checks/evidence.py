@@ -312,26 +312,26 @@ def measured_answers(p) -> list[tuple]:
     return [(f"{describe_trace(p, name)}, num_heads={h}", (e["out"], e["weights"]),
              (ref[name][h]["out"], ref[name][h]["weights"]))
             for name in TRACES for h, e in _in_order(student[name], dict).items() if "out" in e] \
-        + [(f"{what} with num_heads={TWIN_HEADS}", answer, ref_answer)
-           for what, _, _, _, answer, ref_answer in head_twins(p)]
+        + [(f"{what} with num_heads={RERUN_HEADS}", answer, ref_answer)
+           for what, _, _, _, answer, ref_answer in two_head_reruns(p)]
 
 
-#: The head count each graded forward is measured again at (its twin): same inputs, same
-#: weights, only num_heads changed, so the kernels' growth with num_heads is read at the
+#: The head count a graded forward is measured again at (its two-head rerun): same inputs,
+#: same weights, only num_heads changed, so the kernels' growth with num_heads is read at the
 #: sizes of every graded forward, not at sizes code could single out.
-TWIN_HEADS = 2
+RERUN_HEADS = 2
 
 
-def head_twins(p) -> list[tuple]:
-    """[(what, num_heads, the graded forward's cost, its twin's (num_heads 2) cost, the
-    twin's answer, the reference's)] for each graded configuration of 3 heads or more whose
+def two_head_reruns(p) -> list[tuple]:
+    """[(what, num_heads, the graded forward's cost, its rerun's (num_heads 2) cost, the
+    rerun's answer, the reference's)] for each graded configuration of 3 heads or more whose
     d_total 2 heads can split and whose first eval-mode forward dispatched more matmul/softmax
     kernels than the reference's: that forward run again with num_heads 2."""
     def make():
         graded, specs = {}, []
         for c, runs, student, ref in p.evidence.mha:
             dt = c.d_total or c.d_model
-            if c.name in graded or c.num_heads <= TWIN_HEADS or dt % TWIN_HEADS \
+            if c.name in graded or c.num_heads <= RERUN_HEADS or dt % RERUN_HEADS \
                     or ref.get("state") is None:
                 continue
             for run, s, r in zip(runs, student["runs"], ref["runs"]):
@@ -340,17 +340,17 @@ def head_twins(p) -> list[tuple]:
                 if not run.get("train") and run.get("grad") is None \
                         and kernels(s["cost"]) > kernels(r["cost"]):
                     graded[c.name] = (f"{c.describe()} (graded forward)", c.num_heads, s["cost"])
-                    specs.append({"init": dict(c.init, num_heads=TWIN_HEADS),
+                    specs.append({"init": dict(c.init, num_heads=RERUN_HEADS),
                                   "load": ref["state"], "runs": [run]})
                     break
         if not specs:
             return []
         refs = [p.reference.mha(spec, group="cost")["runs"][0] for spec in specs]
         p.student.ahead_mha(specs, group="cost")
-        twins = [p.student.mha(spec, group="cost")["runs"][0] for spec in specs]
-        return [(*graded[name], twin["cost"], (twin["out"], twin["weights"]),
-                 (ref["out"], ref["weights"])) for name, twin, ref in zip(graded, twins, refs)]
-    return once(p, "twins", make)
+        reruns = [p.student.mha(spec, group="cost")["runs"][0] for spec in specs]
+        return [(*graded[name], rerun["cost"], (rerun["out"], rerun["weights"]),
+                 (ref["out"], ref["weights"])) for name, rerun, ref in zip(graded, reruns, refs)]
+    return once(p, "reruns", make)
 
 
 def graded_forwards_right(p) -> bool:

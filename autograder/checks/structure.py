@@ -176,11 +176,11 @@ def cost_parallel(p: Probe) -> None:
                               "heads are computed one at a time in a Python loop. Compute all "
                               "heads at once on the (batch, num_heads, n, p) layout: batched "
                               "matmuls such as Q @ K.transpose(-2, -1) and one softmax.")
-    for what, heads, graded, twin, _, _ in ev.head_twins(p):
-        if ev.kernels(graded) > ev.kernels(twin):
+    for what, heads, graded, rerun, _, _ in ev.two_head_reruns(p):
+        if ev.kernels(graded) > ev.kernels(rerun):
             raise CheckFailed(f"{what}: forward dispatches {ev.kernels(graded)} matmul/softmax "
-                              f"kernels with num_heads={heads} and {ev.kernels(twin)} with "
-                              f"num_heads={ev.TWIN_HEADS} on the same inputs and weights. The "
+                              f"kernels with num_heads={heads} and {ev.kernels(rerun)} with "
+                              f"num_heads={ev.RERUN_HEADS} on the same inputs and weights. The "
                               "count grows with num_heads, so the heads are computed one at a "
                               "time in a Python loop. Compute all heads at once on the (batch, "
                               "num_heads, n, p) layout: batched matmuls and one softmax.")
