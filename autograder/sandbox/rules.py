@@ -476,6 +476,27 @@ def _store(name: str) -> ast.Name:
     return ast.Name(id=name, ctx=ast.Store())
 
 
+_PLACE = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
+def _at(new, old):
+    """``new``, a node the guard adds, and every node in it that has no place yet, placed
+    where ``old`` is: ``ast.fix_missing_locations`` for the added nodes alone (every parsed
+    node has its place, so the walk stops there; the whole tree's walk was a third of the
+    compiling)."""
+    place = [(a, getattr(old, a)) for a in _PLACE if hasattr(old, a)]
+    stack = [new]
+    while stack:
+        node = stack.pop()
+        if "lineno" in node._attributes:
+            if hasattr(node, "lineno"):
+                continue                 # parsed, or placed when it was added
+            for a, value in place:
+                setattr(node, a, value)
+        stack.extend(ast.iter_child_nodes(node))
+    return new
+
+
 class _Guarded(ast.NodeTransformer):
     """Rewrites a tree so that the guard sees what the bytecode would otherwise do unseen:
     each node the reader blamed raises instead; attribute reads, writes and deletions and
@@ -495,9 +516,9 @@ class _Guarded(ast.NodeTransformer):
         if index is not None:
             raising = _call(REFUSE, _const(index))
             if isinstance(node, ast.stmt):
-                return ast.copy_location(ast.Expr(raising), node)
+                return _at(ast.Expr(raising), node)
             if isinstance(node, ast.expr):
-                return ast.copy_location(raising, node)
+                return _at(raising, node)
         return super().visit(node)
 
     # -- expressions -------------------------------------------------------------------------
@@ -510,7 +531,7 @@ class _Guarded(ast.NodeTransformer):
                 guard = GET
             else:                   # a name no module of this machine gives a module under
                 return self.generic_visit(node)
-            return ast.copy_location(_call(guard, self.visit(node.value), _const(node.attr)),
+            return _at(_call(guard, self.visit(node.value), _const(node.attr)),
                                      node)
         return self.generic_visit(node)          # stores and deletes: by their statements
 
@@ -521,7 +542,7 @@ class _Guarded(ast.NodeTransformer):
         for alias in node.names:
             whole = alias.asname is not None
             target = alias.asname or alias.name.split(".")[0]
-            out.append(ast.copy_location(ast.Assign(
+            out.append(_at(ast.Assign(
                 targets=[_store(target)],
                 value=_call(IMPORT, _const(alias.name), _const(whole))), node))
         return out
@@ -531,11 +552,11 @@ class _Guarded(ast.NodeTransformer):
         if module == "__future__":
             return node
         if any(a.name == "*" for a in node.names):
-            return ast.copy_location(ast.Expr(_call(STAR, _const(module))), node)
+            return _at(ast.Expr(_call(STAR, _const(module))), node)
         names = ast.Tuple(elts=[_const(a.name) for a in node.names], ctx=ast.Load())
         targets = ast.Tuple(elts=[_store(a.asname or a.name) for a in node.names],
                             ctx=ast.Store())
-        return ast.copy_location(ast.Assign(targets=[targets],
+        return _at(ast.Assign(targets=[targets],
                                             value=_call(FROM, _const(module), names)), node)
 
     # -- stores --------------------------------------------------------------------------------
@@ -546,7 +567,7 @@ class _Guarded(ast.NodeTransformer):
             node.targets = [self.visit(t) for t in node.targets]
             return node
         name = self.temp()
-        out = [ast.copy_location(ast.Assign(targets=[_store(name)], value=node.value), node)]
+        out = [_at(ast.Assign(targets=[_store(name)], value=node.value), node)]
         for target in node.targets:
             out += self.store(target, _load(name), node)
         return out
@@ -557,7 +578,7 @@ class _Guarded(ast.NodeTransformer):
             node.value = self.visit(node.value)
         if isinstance(node.target, ast.Attribute):
             if node.value is None:
-                return ast.copy_location(ast.Expr(self.visit(node.target.value)), node)
+                return _at(ast.Expr(self.visit(node.target.value)), node)
             return self.store(node.target, node.value, node)
         return node
 
@@ -568,9 +589,9 @@ class _Guarded(ast.NodeTransformer):
             getter = GET_PRIVATE if attr.startswith("_") else GET
             new = _call(INPLACE, _const(INPLACE_OPS[type(node.op)]),
                         _call(getter, _load(name), _const(attr)), value)
-            return [ast.copy_location(ast.Assign(targets=[_store(name)],
+            return [_at(ast.Assign(targets=[_store(name)],
                                                  value=self.visit(node.target.value)), node),
-                    ast.copy_location(ast.Expr(_call(SET, _load(name), _const(attr), new)),
+                    _at(ast.Expr(_call(SET, _load(name), _const(attr), new)),
                                       node)]
         if not isinstance(node.target, ast.Name):
             node.target = self.visit(node.target)
@@ -581,10 +602,10 @@ class _Guarded(ast.NodeTransformer):
         out = []
         for target in node.targets:
             if isinstance(target, ast.Attribute):
-                out.append(ast.copy_location(ast.Expr(_call(
+                out.append(_at(ast.Expr(_call(
                     DEL, self.visit(target.value), _const(target.attr))), node))
             else:
-                out.append(ast.copy_location(ast.Delete(targets=[self.visit(target)]), node))
+                out.append(_at(ast.Delete(targets=[self.visit(target)]), node))
         return out
 
     def visit_For(self, node):
@@ -594,7 +615,7 @@ class _Guarded(ast.NodeTransformer):
         if _has_attribute_target(node.target):
             name = self.temp()
             node.body = self.store(node.target, _load(name), node) + node.body
-            node.target = _store(name)
+            node.target = _at(_store(name), node.target)
         else:
             node.target = self.visit(node.target)
         return node
@@ -608,7 +629,7 @@ class _Guarded(ast.NodeTransformer):
             if item.optional_vars is not None and _has_attribute_target(item.optional_vars):
                 name = self.temp()
                 stores += self.store(item.optional_vars, _load(name), node)
-                item.optional_vars = _store(name)
+                item.optional_vars = _at(_store(name), item.optional_vars)
             elif item.optional_vars is not None:
                 item.optional_vars = self.visit(item.optional_vars)
         node.body = stores + self._statements(node.body)
@@ -626,19 +647,19 @@ class _Guarded(ast.NodeTransformer):
     def store(self, target, value, where) -> list:
         """Statements that store ``value`` (an expression evaluated once) into ``target``."""
         if isinstance(target, ast.Attribute):
-            return [ast.copy_location(ast.Expr(_call(SET, self.visit(target.value),
+            return [_at(ast.Expr(_call(SET, self.visit(target.value),
                                                      _const(target.attr), value)), where)]
         if isinstance(target, (ast.Tuple, ast.List)) and _has_attribute_target(target):
             names = [self.temp() for _ in target.elts]
             unpack = ast.Tuple(elts=[ast.Starred(value=_store(n), ctx=ast.Store())
                                      if isinstance(e, ast.Starred) else _store(n)
                                      for n, e in zip(names, target.elts)], ctx=ast.Store())
-            out = [ast.copy_location(ast.Assign(targets=[unpack], value=value), where)]
+            out = [_at(ast.Assign(targets=[unpack], value=value), where)]
             for n, element in zip(names, target.elts):
                 element = element.value if isinstance(element, ast.Starred) else element
                 out += self.store(element, _load(n), where)
             return out
-        return [ast.copy_location(ast.Assign(targets=[self.visit(target)], value=value), where)]
+        return [_at(ast.Assign(targets=[self.visit(target)], value=value), where)]
 
 
 def _has_attribute_target(target) -> bool:
@@ -660,8 +681,11 @@ def compile_guarded(text: str, filename: str, risky: frozenset | None = None):
     guarded = _Guarded(reader.nodes, risky).visit(tree)
     guarded.body = [s if i == 0 and _docstring(s) else _skipped_when_refused(s)
                     for i, s in enumerate(guarded.body)]
-    guarded = ast.fix_missing_locations(guarded)
-    return compile(guarded, filename, "exec", dont_inherit=True), reader.found
+    try:
+        code = compile(guarded, filename, "exec", dont_inherit=True)
+    except (TypeError, ValueError):     # a node added with no place (a parsed tree with none)
+        code = compile(ast.fix_missing_locations(guarded), filename, "exec", dont_inherit=True)
+    return code, reader.found
 
 
 ERROR = "__rules_error__"
@@ -678,5 +702,5 @@ def _skipped_when_refused(statement):
     if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
         return statement
     handler = ast.ExceptHandler(type=_load(ERROR), name=None, body=[ast.Pass()])
-    return ast.copy_location(ast.Try(body=[statement], handlers=[handler], orelse=[],
+    return _at(ast.Try(body=[statement], handlers=[handler], orelse=[],
                                      finalbody=[]), statement)
