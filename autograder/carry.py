@@ -32,6 +32,7 @@ import torch
 from .fingerprint import fingerprint
 from .model import CheckResult, Status
 from .parts import BUILT_ON
+from .sandbox import results
 from .sandbox.host import StudentError
 from .sandbox.probes import CARRYABLE
 
@@ -118,7 +119,7 @@ class Answers:
             return answer
 
     def _keep(self, key: str, answer: dict) -> None:
-        size = sum(t.numel() * t.element_size() for t in _tensors_in(answer))
+        size = sum(t.numel() * t.element_size() for t in results.tensors(answer["answer"]))
         if size > self._memory:
             return
         self._cache[key] = (answer, size)
@@ -156,17 +157,6 @@ class Answers:
         if self._box is not None:
             self._box.close()
             self._box = None
-
-
-def _tensors_in(value):
-    if type(value) is torch.Tensor:
-        yield value
-    elif type(value) in (list, tuple):
-        for v in value:
-            yield from _tensors_in(v)
-    elif type(value) is dict:
-        for v in value.values():
-            yield from _tensors_in(v)
 
 
 def _raised(e: Exception) -> dict:

@@ -395,7 +395,7 @@ def test_the_references_answers_have_their_form():
     gradient (or None) per tensor argument; anything else is refused before it is relayed."""
     value = {"question": {"fn": "split_heads", "mode": "value", "args": [torch.ones(2, 4), 2]}}
     vjp = {"question": dict(value["question"], mode="vjp", grads=[torch.ones(2, 2, 2)])}
-    cost = {"ops": {"view": 1}, "flops": 0, "work": 0}
+    cost = {"ops": {"view": 1}, "flops": 0, "work": 0, "sync": []}   # OpTrace.cost()
     assert results.check("answer", value, {"answer": torch.ones(2, 2, 2), "cost": cost})
     assert results.check("answer", vjp, {"answer": [torch.ones(2, 4)]})
     for kw, forged in [(value, {"answer": torch.ones(1)}),                       # no cost

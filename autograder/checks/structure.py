@@ -115,9 +115,18 @@ def cost_params(p: Probe) -> None:
 def _measured_graded(p: Probe) -> None:
     """The forwards measured for cost are graded like the others: where the module's graded
     forwards give the reference's answers, a measured forward that does not is no measure of
-    the module the values graded. (Where they do not, the value checks charge the mistake.)"""
+    the module the values graded. (Where they do not, the value checks charge the mistake.)
+    Judged once per submission; each check that reads the measurements fails with it."""
+    wrong = ev.once(p, "measured-graded", lambda: _measured_wrong(p))
+    if wrong:
+        raise CheckFailed(f"a forward measured for cost is graded like the others, and this "
+                          f"one is wrong: {wrong}")
+
+
+def _measured_wrong(p: Probe) -> str | None:
+    """What the first wrong measured forward got wrong, or None."""
     if not ev.graded_forwards_right(p):
-        return
+        return None
     for what, (out, weights), (ref_out, ref_weights) in ev.measured_answers(p):
         try:
             # the same computation is all that is asked here: the precision is the value
@@ -127,8 +136,8 @@ def _measured_graded(p: Probe) -> None:
                 expect_float64(p, actual=weights, expected=ref_weights, note=False,
                                what=f"{what}: attention_weights")
         except CheckFailed as e:
-            raise CheckFailed(f"a forward measured for cost is graded like the others, and "
-                              f"this one is wrong: {e}") from None
+            return str(e)
+    return None
 
 
 @check("cost.flops", part="conventions", kind="instrument", group="cost", requires=WORKS, instruments=["trace"])

@@ -862,8 +862,7 @@ def answer(api, question: dict) -> dict:
         trace = OpTrace("cpu")
         with torch.no_grad(), trace:
             value = plain(function(*args), question["fn"])
-        return {"answer": value, "cost": {"ops": dict(trace.counts), "flops": trace.flops,
-                                          "work": trace.work}}
+        return {"answer": value, "cost": trace.cost()}
     return {"answer": _vjp(function, args, question.get("grads"))}
 
 

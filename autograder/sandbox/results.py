@@ -143,10 +143,10 @@ def returned(item, path, depth=0):
     _fail(path, f"a {type(item).__name__} is not a value an API function returns")
 
 
-def _tensors(item):
+def tensors(item):
     """The tensors anywhere in a returned value (it has passed ``returned``)."""
     if type(item) in (tuple, list):
-        return [t for v in item for t in _tensors(v)]
+        return [t for v in item for t in tensors(v)]
     return [item] if isinstance(item, torch.Tensor) else []
 
 
@@ -157,10 +157,10 @@ SIZES = {"head_weight_shape": "a tuple of two ints (d, d_total // num_heads)"}
 def _returned_by(fn: str, value) -> None:
     """A returned value the grader can judge: CPU tensors with values; no tensor among sizes."""
     what = f"{fn if isinstance(fn, str) else 'the function'} returned"
-    if fn in SIZES and _tensors(value):
+    if fn in SIZES and tensors(value):
         _unjudgeable(what, value, f"expected {SIZES[fn]}, and a tensor is not a size (use "
                      "int(...) or plain Python arithmetic)")
-    for t in _tensors(value):
+    for t in tensors(value):
         judgeable(t, what if t is value else f"{what} {describe(value)}, holding")
 
 
@@ -378,20 +378,16 @@ def _on_cuda(answer, kw):
                 "autocast": mapping(FINITE)})(answer, "")
 
 
-#: What a carried answer cost the reference (counted in the student's trace).
-ANSWER_COST = record({"ops": mapping(kind(int)), "flops": kind(int), "work": kind(int)})
-
-
 def _answer(answer, kw):
     """The reference's answer to a carried question (its own sandbox): a value and its cost,
     or a gradient (or None) per tensor argument; plain CPU tensors only, as a student's
     sandbox is sent nothing else."""
     if kw["question"]["mode"] == "value":
-        record({"answer": returned, "cost": ANSWER_COST})(answer, "")
+        record({"answer": returned, "cost": COST})(answer, "")
     else:
         asked = sum(type(a) is torch.Tensor for a in kw["question"]["args"])
         record({"answer": sequence(optional(tensor), asked)})(answer, "")
-    for t in _tensors(answer["answer"]):
+    for t in tensors(answer["answer"]):
         tensor(t, "answer")
 
 
