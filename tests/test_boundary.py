@@ -22,7 +22,7 @@ import torch
 from autograder import api, diagnoses, scoring, submission
 from autograder.checks import Probe, Side
 from autograder.cli import main
-from autograder.compare import CheckFailed, expect_close, expect_equal_values, same_values
+from autograder.compare import CheckFailed, expect_close, expect_equal_values, same_values, within
 from autograder.model import Check, Status
 from autograder.runner import run_check
 from autograder.sandbox import protocol, results
@@ -193,6 +193,34 @@ def test_the_one_pass_comparison_judges_as_the_full_one():
         expect_close(actual=f(math.inf), expected=f(math.inf), what="w")
     with pytest.raises(CheckFailed, match="differ"):
         expect_close(actual=f(math.inf, 1.0), expected=f(3.0, 1.0), what="w")
+
+
+EDGES = (0.0, -0.0, 1.0, -1.0, 1.0 + 0.9e-4, 1.0 + 1.1e-4, 1e-7, 3e-6, 5e-324, 1e308, -1e308,
+         math.inf, -math.inf, math.nan)
+
+
+@pytest.mark.parametrize("rtol,atol", [(1e-4, 1e-6), (1e-7, 1e-10), (0.0, 0.0)])
+def test_within_decides_as_torch_isclose_or_not_at_all(rtol, atol):
+    """``compare.within``, the one-reduction comparison of ``expect_close`` and of the
+    diagnoses' ``_close``: where it decides, it decides as torch.allclose (with equal_nan) and
+    as isclose-and-finite; where it does not (a NaN or infinity in a subtraction), it says so."""
+    for x in EDGES:
+        for y in EDGES:
+            a = torch.tensor([x, 0.5], dtype=torch.float64)
+            e = torch.tensor([y, 0.5], dtype=torch.float64)
+            verdict = within(a, e, rtol=rtol, atol=atol)
+            close = bool(torch.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True))
+            assert verdict in (None, close), (x, y)
+            assert (verdict is True) == (bool(torch.isclose(a, e, rtol=rtol, atol=atol).all())
+                                         and bool(torch.isfinite(e).all())), (x, y)
+    gen = torch.Generator().manual_seed(0)
+    for scale in (1e-12, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3):
+        a = torch.randn(200, 7, generator=gen, dtype=torch.float64)
+        e = a + torch.randn(200, 7, generator=gen, dtype=torch.float64) * scale
+        for row_a, row_e in zip(a, e):
+            assert within(row_a, row_e, rtol=rtol, atol=atol) == \
+                bool(torch.allclose(row_a, row_e, rtol=rtol, atol=atol))
+    assert within(torch.empty(0, 3), torch.empty(0, 3), rtol=rtol, atol=atol) is True
 
 
 # ---------------------------------------------------------------------------------------

@@ -255,6 +255,52 @@ def test_two_masking_mistakes_come_together_only_as_a_placement_and_a_fill():
     assert both[:, 0].isnan().all() and not both[:, 1].isnan().any()
 
 
+def test_the_simulations_kept_parts_give_what_a_fresh_simulation_gives():
+    """``mutants.simulate`` keeps the projections and scores it shares between switches: every
+    module switch, simulated after all the others, gives what it gives alone; and new weights
+    or inputs (even where the old dict is gone) are never answered with the old ones'."""
+    import gc
+
+    import torch
+
+    from autograder.diagnoses import compose, mutants
+
+    def weights(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {f"{role}.{kind}": torch.randn(*((12, 12) if kind == "weight" else (12,)),
+                                               generator=g, dtype=torch.float64)
+                for role in ("W_q", "W_k", "W_v", "W_o") for kind in ("weight", "bias")}
+    g = torch.Generator().manual_seed(1)
+    run = {x: torch.randn(2, n, 12, generator=g, dtype=torch.float64)
+           for x, n in (("queries", 5), ("keys", 6), ("values", 6))}
+    run["valid_lens"] = torch.tensor([0, 4])
+    state = weights(0)
+    switches = [{}] + [switch for alts in compose.MODULE.values() for switch in alts]
+
+    def simulated(switch):
+        try:
+            return mutants.simulate(state, 3, run, **switch)
+        except mutants.Raises as e:              # a mask (n_k, 1) on (n_q, n_k) scores
+            return str(e)
+    alone = []
+    for switch in switches:
+        mutants._KEPT.clear()
+        alone.append(simulated(switch))
+    assert sum(type(a) is str for a in alone) == 1
+    for switch, fresh in zip(switches, alone):
+        kept = simulated(switch)
+        assert kept == fresh if type(fresh) is str else \
+            all(torch.allclose(k, f, rtol=0, atol=0, equal_nan=True) for k, f in zip(kept, fresh)), switch
+    before = mutants.simulate(state, 3, run)[0]
+    del state
+    gc.collect()
+    other = weights(1)                   # may be built where the first dict was
+    assert not torch.allclose(mutants.simulate(other, 3, run)[0], before)
+    new_run = {**run, "queries": run["queries"] + 1}
+    assert not torch.allclose(mutants.simulate(other, 3, new_run)[0],
+                              mutants.simulate(other, 3, run)[0])
+
+
 def test_grading_is_the_pipelines_stages_in_turn(grader, monkeypatch):
     """Is a submission graded by exactly the stages api.STAGES lists, in that order, the
     sandbox open for IN_SANDBOX's alone? (The list is the pipeline, as nbgrader's

@@ -174,8 +174,14 @@ def merged(a: dict, b: dict) -> dict | None:
 
 
 def pool(Q, K, V, valid_lens=None, *, scale=None, mask=None, dim=-1, transpose=(-2, -1)):
-    p = Q.shape[-1]
-    scores = Q @ K.transpose(*transpose) / (math.sqrt(p) if scale is None else scale)
+    return attend(scores_of(Q, K, scale, transpose), V, valid_lens, mask=mask, dim=dim)
+
+
+def scores_of(Q, K, scale=None, transpose=(-2, -1)):
+    return Q @ K.transpose(*transpose) / (math.sqrt(Q.shape[-1]) if scale is None else scale)
+
+
+def attend(scores, V, valid_lens=None, *, mask=None, dim=-1):
     weights = softmax(scores, valid_lens, mistake=mask, dim=dim)
     return weights @ V, weights
 
@@ -221,23 +227,51 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
              proj="ok", kv="ok", out_proj=True, scale=None, mask=None, dim=-1, aliased=False):
     """Forward of the contract's module from the reference's weights, with the mistakes
     switched on (``aliased``: one nn.Linear serves W_q, W_k and W_v, so the weights loaded
-    last, W_v's, are the three's)."""
+    last, W_v's, are the three's). The composition search simulates hundreds of switches on
+    the same runs, most of them sharing the projections and the scores: those are kept
+    (``_kept``), the rest is computed anew."""
+    heads = (state, run, num_heads, split, proj, kv, aliased)
+    Q, K, V = _kept(heads, lambda: _projected(*heads))
+    d_model, d_total = run["queries"].shape[-1], state["W_q.weight"].shape[0]
+    scale = {"d_model": math.sqrt(d_model), "d_total": math.sqrt(d_total)}.get(scale, scale)
+    scores = _kept((*heads, scale), lambda: scores_of(Q, K, scale))
+    out, weights = attend(scores, V, run.get("valid_lens"), mask=mask, dim=dim)
+    heads = concat(out)
+    return (_linear(state, heads, "W_o", proj) if out_proj else heads), weights
+
+
+def _linear(state: dict, x, role: str, proj: str):
+    """proj: "<mistake>" on all four projections, or "<mistake>-qkv" on W_q/W_k/W_v only."""
+    W, b = state[f"{role}.weight"], state.get(f"{role}.bias")
+    mistake = "ok" if proj.endswith("-qkv") and role == "W_o" else proj.removesuffix("-qkv")
+    y = x @ W if mistake == "transposed-weight" else x @ W.T
+    return y if b is None or mistake == "ignores-bias" else y + b
+
+
+def _projected(state, run, num_heads, split, proj, kv, aliased):
+    """Q, K and V, each split into heads."""
     if aliased:
         state = dict(state, **{f"W_{r}.{kind}": state[f"W_v.{kind}"] for r in "qk"
                                for kind in ("weight", "bias") if f"W_v.{kind}" in state})
-    def linear(x, role):
-        """proj: "<mistake>" on all four projections, or "<mistake>-qkv" on W_q/W_k/W_v only."""
-        W, b = state[f"{role}.weight"], state.get(f"{role}.bias")
-        mistake = "ok" if proj.endswith("-qkv") and role == "W_o" else proj.removesuffix("-qkv")
-        y = x @ W if mistake == "transposed-weight" else x @ W.T
-        return y if b is None or mistake == "ignores-bias" else y + b
-
     q_in = run["queries"]
     k_in = q_in if kv == "self" else run["keys"]
     v_in = q_in if kv == "self" else run["values"]
-    Q, K, V = (split(linear(x, r), num_heads) for x, r in ((q_in, "W_q"), (k_in, "W_k"), (v_in, "W_v")))
-    d_model, d_total = q_in.shape[-1], state["W_q.weight"].shape[0]
-    scale = {"d_model": math.sqrt(d_model), "d_total": math.sqrt(d_total)}.get(scale, scale)
-    out, weights = pool(Q, K, V, run.get("valid_lens"), scale=scale, mask=mask, dim=dim)
-    heads = concat(out)
-    return (linear(heads, "W_o") if out_proj else heads), weights
+    return tuple(split(_linear(state, x, r, proj), num_heads)
+                 for x, r in ((q_in, "W_q"), (k_in, "W_k"), (v_in, "W_v")))
+
+
+#: What ``simulate`` computed, by its inputs: each entry holds the state and the run it was
+#: computed from, so their ids (the key) cannot be reused while it is kept; nothing here
+#: changes a tensor in place, so a kept one is never altered.
+_KEPT: dict = {}
+KEPT_LIMIT = 4096
+
+
+def _kept(inputs: tuple, make):
+    key = (id(inputs[0]), id(inputs[1]), *inputs[2:])
+    hit = _KEPT.get(key)
+    if hit is None:
+        if len(_KEPT) >= KEPT_LIMIT:
+            _KEPT.clear()
+        hit = _KEPT[key] = (inputs[0], inputs[1], make())
+    return hit[2]
