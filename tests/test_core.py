@@ -301,6 +301,21 @@ def test_the_simulations_kept_parts_give_what_a_fresh_simulation_gives():
                               mutants.simulate(other, 3, run)[0])
 
 
+def test_which_cases_a_function_got_right_is_read_once_and_never_stale():
+    """``values.as_reference`` and ``behaves_like`` read which of a function's cases the
+    student got right once per record list: a case added later, or another list, is read anew."""
+    import torch
+
+    from autograder.diagnoses import values
+    right, wrong = torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
+    records = [(None, {"value": right.clone()}, right)]
+    assert values.as_reference(records)
+    records.append((None, {"value": wrong}, right))
+    assert not values.as_reference(records)
+    assert values.as_reference([(None, {"value": right.clone()}, right)])
+    assert not values.as_reference([(None, {"raised": {"type": "ValueError"}}, right)])
+
+
 def test_grading_is_the_pipelines_stages_in_turn(grader, monkeypatch):
     """Is a submission graded by exactly the stages api.STAGES lists, in that order, the
     sandbox open for IN_SANDBOX's alone? (The list is the pipeline, as nbgrader's

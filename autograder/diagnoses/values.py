@@ -49,8 +49,23 @@ def as_reference(records) -> bool:
     """The student's function gave the reference's answer on every case (so no mistake can
     be told from it: ``behaves_like`` needs a case where the student does the mistake's
     other thing). One pass, where trying each candidate mistake would simulate it."""
-    return bool(records) and all("value" in result and _same(result["value"], expected)
-                                 for _, result, expected in records)
+    return bool(records) and all(_right(records))
+
+
+#: records (by id) -> (the records, how many, whether each case's answer is the reference's):
+#: every candidate mistake reads the same cases, so each is compared with the reference once
+_RIGHT: dict = {}
+
+
+def _right(records) -> list[bool]:
+    kept = _RIGHT.get(id(records))
+    if kept is None or kept[0] is not records or kept[1] != len(records):
+        if len(_RIGHT) >= 256:
+            _RIGHT.clear()
+        kept = _RIGHT[id(records)] = (records, len(records), [
+            "value" in result and _same(result["value"], expected)
+            for _, result, expected in records])
+    return kept[2]
 
 
 def behaves_like(records, mistake) -> bool:
@@ -62,13 +77,13 @@ def behaves_like(records, mistake) -> bool:
     if as_reference(records):
         return False                     # no case where it does another thing than the reference
     telling = 0
-    for case, result, expected in records:
+    for (case, result, expected), right in zip(records, _right(records)):
         args = [_prepare(a) for a in case.args]
         try:
             predicted = mistake(*args)
         except Exception as e:
             if "raised" not in result:
-                if _same(result.get("value"), expected) and not isinstance(e, m.Raises):
+                if right and not isinstance(e, m.Raises):
                     continue
                 return False
             if not m.same_failure(e, result["raised"]):
@@ -83,7 +98,7 @@ def behaves_like(records, mistake) -> bool:
             continue
         if _same(result.get("value"), predicted):
             telling += 1
-        elif not _same(result.get("value"), expected):
+        elif not right:
             return False
     return telling > 0 and any("value" in result for _, result, _ in records)
 
