@@ -228,8 +228,16 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
     """Forward of the contract's module from the reference's weights, with the mistakes
     switched on (``aliased``: one nn.Linear serves W_q, W_k and W_v, so the weights loaded
     last, W_v's, are the three's). The composition search simulates hundreds of switches on
-    the same runs, most of them sharing the projections and the scores: those are kept
-    (``_kept``), the rest is computed anew."""
+    the same runs, most of them sharing the projections and the scores, and many of them
+    tried again on another pass: those are kept (``_kept``), the rest is computed anew."""
+    return _kept((state, run, num_heads, split, concat, proj, kv, out_proj, scale, mask, dim,
+                  aliased, "forward"),
+                 lambda: _simulated(state, num_heads, run, split, concat, proj, kv, out_proj,
+                                    scale, mask, dim, aliased))
+
+
+def _simulated(state, num_heads, run, split, concat, proj, kv, out_proj, scale, mask, dim,
+               aliased):
     heads = (state, run, num_heads, split, proj, kv, aliased)
     Q, K, V = _kept(heads, lambda: _projected(*heads))
     d_model, d_total = run["queries"].shape[-1], state["W_q.weight"].shape[0]
@@ -264,7 +272,7 @@ def _projected(state, run, num_heads, split, proj, kv, aliased):
 #: computed from, so their ids (the key) cannot be reused while it is kept; nothing here
 #: changes a tensor in place, so a kept one is never altered.
 _KEPT: dict = {}
-KEPT_LIMIT = 4096
+KEPT_LIMIT = 8192
 
 
 def _kept(inputs: tuple, make):
@@ -275,3 +283,9 @@ def _kept(inputs: tuple, make):
             _KEPT.clear()
         hit = _KEPT[key] = (inputs[0], inputs[1], make())
     return hit[2]
+
+
+def kept_verdict(judge, a, b) -> bool:
+    """``judge(a, b)`` for two kept tensors (a simulation's output and a reference's), kept
+    with them: a switch tried again on another pass is judged once."""
+    return _kept((a, b, "verdict"), lambda: judge(a, b))
