@@ -299,6 +299,9 @@ def test_the_simulations_kept_parts_give_what_a_fresh_simulation_gives():
     new_run = {**run, "queries": run["queries"] + 1}
     assert not torch.allclose(mutants.simulate(other, 3, new_run)[0],
                               mutants.simulate(other, 3, run)[0])
+    a, b = torch.zeros(2), torch.ones(2)          # a kept verdict is its own judge's
+    assert mutants.kept_verdict(lambda x, y: True, a, b) is True
+    assert mutants.kept_verdict(lambda x, y: False, a, b) is False
 
 
 def test_which_cases_a_function_got_right_is_read_once_and_never_stale():

@@ -288,4 +288,4 @@ def _kept(inputs: tuple, make):
 def kept_verdict(judge, a, b) -> bool:
     """``judge(a, b)`` for two kept tensors (a simulation's output and a reference's), kept
     with them: a switch tried again on another pass is judged once."""
-    return _kept((a, b, "verdict"), lambda: judge(a, b))
+    return _kept((a, b, judge, "verdict"), lambda: judge(a, b))
