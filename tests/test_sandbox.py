@@ -482,6 +482,24 @@ def test_the_zygote_cannot_import_the_grader_however_it_is_installed(tmp_path):
     assert last_line_of_isolated_python(code) == "True [] False True"
 
 
+def test_the_zygote_keeps_a_virtual_environment_made_in_the_clone():
+    """A venv made in the clone (``python -m venv .venv``, then the README's commands) holds
+    torch in site-packages under the project's folder: does the zygote keep the interpreter's
+    own site-packages on the path while it drops the project's root? (Before, it dropped every
+    path under the project, could not import torch, and the demo died with a broken pipe.)"""
+    venv_site = str(ROOT / ".venv" / "lib" / "python3" / "site-packages")
+    code = textwrap.dedent(f"""
+        import site, sys
+        real = site.getsitepackages()
+        site.getsitepackages = lambda: [{venv_site!r}, *real]   # as in a venv in the clone
+        sys.path += [{venv_site!r}, {str(ROOT)!r}]
+        sys.path.insert(0, {str(spawn.SANDBOX_DIR)!r})
+        import zygote
+        print({venv_site!r} in sys.path, {str(ROOT)!r} in sys.path)
+    """)
+    assert last_line_of_isolated_python(code) == "True False"
+
+
 @pytest.mark.parametrize("refused", [False, True])
 def test_built_in_attention_is_watched_even_where_torch_refuses_the_kernels(refused):
     """Are calls of scaled_dot_product_attention noted, by its replaced kernel, or by the

@@ -40,6 +40,7 @@ import json
 import os
 import select
 import signal
+import site
 import socket
 import sys
 
@@ -74,7 +75,11 @@ def _forget_the_installation() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     project = os.path.dirname(os.path.dirname(here))
     inside = lambda p: (p + os.sep).startswith(project + os.sep)  # noqa: E731
-    sys.path[:] = [p for p in sys.path if p == here or os.path.isabs(p) and not inside(p)]
+    # the interpreter's own site-packages stay wherever they are: a virtual environment made
+    # in the clone (``python -m venv .venv``) holds torch; its grader finder went above
+    keep = {here, *(os.path.abspath(p) for p in site.getsitepackages())}
+    sys.path[:] = [p for p in sys.path
+                   if p in keep or os.path.isabs(p) and not inside(p)]
     for name in dropped:
         sys.modules.pop(name, None)
 
