@@ -26,6 +26,8 @@ def _grader(args, **extra) -> api.Grader:
         return api.Grader(rubric=args.rubric, device=args.device, seed=args.seed, **extra)
     except scoring.RubricError as e:
         raise UsageError(str(e)) from None
+    except GraderError as e:                 # the sandbox's interpreter could not start
+        raise GraderFailure(str(e)) from None
 
 
 def grade(args) -> int:

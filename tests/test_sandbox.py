@@ -677,3 +677,24 @@ def test_outputs_are_drained_concurrently():
     for out in outs:
         out.thread.join(timeout=5)
         assert out.total == 200 * 65536 and len(out.head) + len(out.tail) <= (80 << 10)
+
+
+def test_a_zygote_that_dies_as_it_starts_says_why(monkeypatch, capsys):
+    """Where the sandbox's interpreter cannot start (torch missing from the environment, say),
+    does the grader say what it printed, rather than fail with a broken pipe?"""
+    def launch():
+        ours, theirs = socket.socketpair()
+        log = __import__("tempfile").TemporaryFile()
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write("
+                                 "'ModuleNotFoundError: No module named torch'); sys.exit(1)"],
+                                stderr=log, stdin=subprocess.DEVNULL)
+        theirs.close()
+        proc.wait(timeout=30)
+        return proc, ours, log
+    monkeypatch.setattr(spawn, "_launch", launch)
+    monkeypatch.setattr(spawn, "_PRESTARTED", [])
+    with pytest.raises(spawn.GraderError, match="did not start:\nModuleNotFoundError"):
+        spawn.Zygote()
+    from autograder import cli               # the command line says it too, exit status 1
+    assert cli.main(["demo"]) == 1
+    assert "did not start:\nModuleNotFoundError: No module named torch" in capsys.readouterr().err

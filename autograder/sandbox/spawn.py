@@ -133,9 +133,18 @@ class Zygote:
         self._ready = False
         self._closed = False
         self.last_cgroup = False
-        self._send({"op": "setup", "hide": [str(h) for h in hide] + config_places(),
-                    "memory_bytes": int(memory_bytes)})
+        try:
+            self._send({"op": "setup", "hide": [str(h) for h in hide] + config_places(),
+                        "memory_bytes": int(memory_bytes)})
+        except OSError:                        # it died as it started: say what it said
+            self.proc.wait(timeout=30)
+            raise GraderError("the sandbox's interpreter did not start:\n"
+                              + self._tail()) from None
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _tail(self) -> str:
+        self._log.seek(0)
+        return self._log.read()[-2000:].decode("utf-8", "replace")
 
     def _read(self) -> None:
         buffer, fds = b"", []
@@ -173,9 +182,7 @@ class Zygote:
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         if not self._wait(lambda: self._ready, timeout):
-            self._log.seek(0)
-            tail = self._log.read()[-2000:].decode("utf-8", "replace")
-            raise GraderError(f"the sandbox's interpreter did not start:\n{tail}")
+            raise GraderError(f"the sandbox's interpreter did not start:\n{self._tail()}")
 
     def fork(self, config: dict) -> tuple[int, socket.socket, int, int]:
         """(pid, channel, stdout fd, stderr fd) of a new sandbox; ``self.last_cgroup`` says
