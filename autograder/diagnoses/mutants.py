@@ -238,11 +238,11 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
 
 def _simulated(state, num_heads, run, split, concat, proj, kv, out_proj, scale, mask, dim,
                aliased):
-    heads = (state, run, num_heads, split, proj, kv, aliased)
-    Q, K, V = _kept(heads, lambda: _projected(*heads))
+    projection = (state, run, num_heads, split, proj, kv, aliased)
+    Q, K, V = _kept(projection, lambda: _projected(*projection))
     d_model, d_total = run["queries"].shape[-1], state["W_q.weight"].shape[0]
     scale = {"d_model": math.sqrt(d_model), "d_total": math.sqrt(d_total)}.get(scale, scale)
-    scores = _kept((*heads, scale), lambda: scores_of(Q, K, scale))
+    scores = _kept((*projection, scale), lambda: scores_of(Q, K, scale))
     out, weights = attend(scores, V, run.get("valid_lens"), mask=mask, dim=dim)
     heads = concat(out)
     return (_linear(state, heads, "W_o", proj) if out_proj else heads), weights
