@@ -408,6 +408,71 @@ def test_the_references_answers_have_their_form():
             results.check("answer", kw, forged)
 
 
+def round_trip(value):
+    return protocol.unpack(protocol.pack(value)[protocol._PREFIX.size:])
+
+
+def same(a, b) -> bool:
+    """Equal with the types too: a tuple is not a list, 1 is not True nor 1.0."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.shape, a.device) == (b.dtype, b.shape, b.device) and \
+            (a.device.type == "meta" or torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+def test_the_protocol_gives_back_what_was_sent_types_and_all():
+    """Plain values inside lists and dicts take a quicker path than the rest: each kind
+    comes back as it went, at the edges of what JSON carries as it is (2**53)."""
+    edge = 2**53
+    grad = torch.arange(6.0, requires_grad=True) * 2
+    values = [None, True, 0, 1.0, "x", b"raw", edge, edge + 1, -edge - 1, float("inf"),
+              [True, 1, 1.0, "1", None, edge, edge + 1, -edge - 1, float("-inf")],
+              (1, (2, [3, {"a": 4}])), {"k": [edge + 1, (True, 0)], "t": torch.ones(2, 3)},
+              torch.arange(6.0).reshape(2, 3).t(), torch.tensor([True, False]),
+              torch.ones(2, dtype=torch.bfloat16), torch.zeros(0, 3), torch.tensor(7),
+              torch.ones(2, 2, device="meta"), torch.ones(3, dtype=torch.complex64)]
+    for value in values:
+        assert same(round_trip({"v": value}), {"v": value}), value
+    back = round_trip([grad, torch.Size([2, 3]), {1: "one"}])
+    assert same(back, [grad.detach(), (2, 3), {"1": "one"}])
+    assert round_trip([float("nan")])[0] != round_trip([float("nan")])[0]
+
+
+def test_the_protocol_limits_depth_for_plain_values_too():
+    """A plain value one level too deep is refused, sent alone or among others."""
+    nested = 1
+    for _ in range(protocol.MAX_DEPTH):
+        nested = [nested]
+    protocol.pack(nested)                       # the int sits at MAX_DEPTH: allowed
+    for too_deep in ([nested], [[nested, "x"]], {"d": nested}):
+        with pytest.raises(protocol.ProtocolError, match="too deeply"):
+            protocol.pack(too_deep)
+    header = {"list": [1]}
+    for _ in range(protocol.MAX_DEPTH):
+        header = {"list": [header]}
+    with pytest.raises(protocol.ProtocolError, match="too deeply"):
+        protocol.decode(json.dumps(header).encode(), [])
+
+
+def test_sending_a_tensor_is_no_host_read_of_the_students():
+    """The protocol reads a tensor's bytes with torch's own method, not the one the probes
+    count host reads with (an answer sent while a trace is open counts nothing)."""
+    with probes.OpTrace("cpu") as trace:
+        protocol.pack({"out": torch.ones(3), "grad": torch.ones(2, requires_grad=True)})
+    assert "numpy" not in trace.counts
+    with probes.OpTrace("cpu") as trace:
+        torch.ones(3).numpy()
+    assert trace.counts.get("numpy") == 1
+
+
 def frame(header: bytes, sizes: bytes = b"[]", blobs: bytes = b"") -> bytes:
     return header + b"\n" + sizes + b"\n" + blobs
 

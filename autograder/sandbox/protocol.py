@@ -26,6 +26,13 @@ DTYPES = {name: getattr(torch, name) for name in (
     "uint8", "bool", "complex64", "complex128")}
 ITEMSIZE = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in DTYPES.items()}
 _PREFIX = struct.Struct(">II")
+#: the dtypes numpy holds, by name (bfloat16 goes through its bits)
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items() if name != "bfloat16"}
+_EXACT = 2**53               #: the ints JSON carries as they are
+_RAW = frozenset({bool, int, float, str, type(None)})     #: what JSON gives back as itself
+#: torch's own Tensor.numpy: ``probes`` counts host reads by wrapping torch.Tensor's, and
+#: sending a value is no read of the student's
+_numpy = torch._C.TensorBase.numpy
 
 
 class ProtocolError(Exception):
@@ -49,15 +56,20 @@ def _encode(value, blobs, depth):
     if kind is float:
         return value if math.isfinite(value) else {"float": repr(value)}
     if kind in (list, tuple):
-        return {kind.__name__: [_encode(v, blobs, depth + 1) for v in value]}
+        return {kind.__name__: _encode_items(value, blobs, depth + 1)}
     if kind is dict:
-        return {"dict": {str(k): _encode(v, blobs, depth + 1) for k, v in value.items()}}
+        keys = [str(k) for k in value]
+        return {"dict": dict(zip(keys, _encode_items(value.values(), blobs, depth + 1)))}
     if kind is bytes:
         blobs.append(value)
         return {"bytes": len(blobs) - 1}
     if kind is torch.Size:
         return {"tuple": [int(v) for v in value]}
     if kind is torch.Tensor:
+        name = _DTYPE_NAMES.get(value.dtype)
+        if name is not None and value.device.type == "cpu":   # the common case, quicker
+            blobs.append(_numpy(value.detach() if value.requires_grad else value).tobytes())
+            return {"tensor": {"dtype": name, "shape": list(value.shape), "blob": len(blobs) - 1}}
         t = value.detach()
         if t.device.type == "meta":
             return {"meta": {"dtype": str(t.dtype).removeprefix("torch."),
@@ -65,10 +77,25 @@ def _encode(value, blobs, depth):
         t = t.to("cpu")
         if t.dtype is torch.bfloat16:                  # numpy has no bfloat16: its bits
             t = t.contiguous().view(torch.int16)
-        blobs.append(t.numpy().tobytes())              # C order, whatever the strides
+        blobs.append(_numpy(t).tobytes())              # C order, whatever the strides
         return {"tensor": {"dtype": str(value.dtype).removeprefix("torch."),
                            "shape": list(t.shape), "blob": len(blobs) - 1}}
     raise ProtocolError(f"cannot send a value of type {kind.__name__}")
+
+
+def _encode_items(values, blobs, depth) -> list:
+    """_encode of each value at depth, the plain ones (most of them: ints, strings) without
+    a call each."""
+    if depth > MAX_DEPTH:
+        return [_encode(v, blobs, depth) for v in values]
+    out = []
+    for v in values:
+        kind = type(v)
+        if kind is str or kind is bool or v is None or (kind is int and -_EXACT <= v <= _EXACT):
+            out.append(v)
+        else:
+            out.append(_encode(v, blobs, depth))
+    return out
 
 
 def decode(header: bytes, blobs: list[bytes]):
@@ -93,18 +120,18 @@ def _decode(node, blobs, depth):
     if tag in ("list", "tuple"):
         if not isinstance(body, list) or len(body) > MAX_ITEMS:
             raise ProtocolError("malformed sequence")
-        items = [_decode(v, blobs, depth + 1) for v in body]
+        items = _decode_items(body, blobs, depth + 1)
         return items if tag == "list" else tuple(items)
     if tag == "dict":
         if not isinstance(body, dict) or len(body) > MAX_ITEMS:
             raise ProtocolError("malformed dict")
-        return {k: _decode(v, blobs, depth + 1) for k, v in body.items()}
+        return dict(zip(body, _decode_items(body.values(), blobs, depth + 1)))
     if tag == "int" and isinstance(body, str) and len(body) < 64:
         return int(body)
     if tag == "float" and body in ("nan", "inf", "-inf"):
         return float(body)
     if tag == "bytes" and type(body) is int and 0 <= body < len(blobs):
-        return blobs[body]
+        return bytes(blobs[body])
     if tag == "tensor":
         return _decode_tensor(body, blobs)
     if tag == "meta":
@@ -113,13 +140,25 @@ def _decode(node, blobs, depth):
     raise ProtocolError(f"unknown tag {tag!r}")
 
 
+def _decode_items(nodes, blobs, depth) -> list:
+    """_decode of each node at depth, the plain ones without a call each."""
+    if depth > MAX_DEPTH:
+        return [_decode(v, blobs, depth) for v in nodes]
+    return [v if type(v) in _RAW else _decode(v, blobs, depth) for v in nodes]
+
+
 def _dtype_shape(body):
     if not isinstance(body, dict) or body.get("dtype") not in DTYPES:
         raise ProtocolError("tensor with a missing or unsupported dtype")
     shape = body.get("shape")
-    if (not isinstance(shape, list) or len(shape) > 16
-            or not all(type(s) is int and 0 <= s < 2**31 for s in shape)
-            or math.prod(max(s, 1) for s in shape) > MAX_ELEMENTS):   # meta, or empty
+    if not isinstance(shape, list) or len(shape) > 16:
+        raise ProtocolError("tensor with a malformed shape")
+    elements = 1                 # an empty axis counted as 1 (a meta tensor's, an empty one's)
+    for s in shape:
+        if type(s) is not int or not 0 <= s < 2**31:
+            raise ProtocolError("tensor with a malformed shape")
+        elements *= s if s > 1 else 1
+    if elements > MAX_ELEMENTS:
         raise ProtocolError("tensor with a malformed shape")
     return DTYPES[body["dtype"]], shape
 
@@ -135,11 +174,12 @@ def _decode_tensor(body, blobs):
     if numel * itemsize != len(data):
         raise ProtocolError(f"tensor of shape {shape} and dtype {body['dtype']} needs "
                             f"{numel * itemsize} bytes, got {len(data)}")
-    if dtype is torch.bool and data.translate(None, b"\x00\x01"):
-        raise ProtocolError("a bool tensor holds bytes other than 0 and 1")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    data = bytearray(data)       # the tensor's own memory, writable
+    if dtype is torch.bool and data.translate(None, b"\x00\x01"):
+        raise ProtocolError("a bool tensor holds bytes other than 0 and 1")
+    return torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def pack(value) -> bytes:
@@ -161,7 +201,7 @@ def unpack(body: bytes):
     if (len(header) > MAX_HEADER or not isinstance(sizes, list)
             or not all(type(s) is int and s >= 0 for s in sizes) or sum(sizes) != len(rest)):
         raise ProtocolError("malformed frame sizes")
-    blobs, offset = [], 0
+    blobs, offset, rest = [], 0, memoryview(rest)      # slices of it copy nothing
     for size in sizes:
         blobs.append(rest[offset:offset + size])
         offset += size
