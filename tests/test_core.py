@@ -304,6 +304,64 @@ def test_the_simulations_kept_parts_give_what_a_fresh_simulation_gives():
     assert mutants.kept_verdict(lambda x, y: False, a, b) is False
 
 
+def test_a_mask_switch_is_kept_as_none_only_where_the_run_has_no_lengths():
+    """Where a run has no valid_lens, a mask mistake computes what no mask mistake computes
+    (so the search keeps it as none, and judges it once); where it has lengths, each mask
+    switch still gives its own output."""
+    import torch
+
+    from autograder.diagnoses import compose, mutants
+
+    g = torch.Generator().manual_seed(2)
+    state = {f"{role}.{kind}": torch.randn(*((12, 12) if kind == "weight" else (12,)),
+                                           generator=g, dtype=torch.float64)
+             for role in ("W_q", "W_k", "W_v", "W_o") for kind in ("weight", "bias")}
+    unmasked = {x: torch.randn(2, n, 12, generator=g, dtype=torch.float64)
+                for x, n in (("queries", 5), ("keys", 5), ("values", 5))}
+    masked = dict(unmasked, valid_lens=torch.tensor([0, 3]))
+    masks = [switch for _, switch in compose.MASKS]
+    others = [{}, {"scale": 1.0}, {"split": mutants.split_no_transpose}]
+    order = ("split", "concat", "proj", "kv", "out_proj", "scale", "mask", "dim", "aliased")
+    defaults = dict(split=mutants.split_ok, concat=mutants.concat_ok, proj="ok", kv="ok",
+                    out_proj=True, scale=None, mask=None, dim=-1, aliased=False)
+    for other in others:
+        for mask in masks:
+            both = mutants.merged(other, mask)
+            mutants._KEPT.clear()
+            fresh = mutants._simulated(state, 3, unmasked,
+                                       *(dict(defaults, **both)[k] for k in order))[0]
+            kept = mutants.simulate(state, 3, unmasked, **both)[0]
+            assert kept is mutants.simulate(state, 3, unmasked, **other)[0]
+            assert torch.equal(kept, fresh), both
+    outs = []
+    for mask in masks:
+        try:
+            outs.append(mutants.simulate(state, 3, masked, **mask)[0])
+        except mutants.Raises:
+            continue
+    plain = mutants.simulate(state, 3, masked)[0]
+    differ = [out for out in outs if not torch.equal(out, plain)]
+    assert len(differ) == len(masks)
+
+
+def test_a_simulated_output_is_judged_against_the_students_once():
+    import torch
+
+    from autograder.diagnoses import values
+
+    calls = []
+    real = values._close
+    try:
+        values._close = lambda a, b: calls.append(1) or real(a, b)
+        judged, student, out = {}, torch.ones(3), torch.ones(3)
+        assert values._like_student(judged, student, out)
+        assert values._like_student(judged, student, out)
+        assert not values._like_student(judged, student, torch.zeros(3))
+    finally:
+        values._close = real
+    assert len(calls) == 2
+
+
 def test_which_cases_a_function_got_right_is_read_once_and_never_stale():
     """``values.as_reference`` and ``behaves_like`` read which of a function's cases the
     student got right once per record list: a case added later, or another list, is read anew."""

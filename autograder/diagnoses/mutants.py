@@ -229,7 +229,12 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
     switched on (``aliased``: one nn.Linear serves W_q, W_k and W_v, so the weights loaded
     last, W_v's, are the three's). The composition search simulates hundreds of switches on
     the same runs, most of them sharing the projections and the scores, and many of them
-    tried again on another pass: those are kept (``_kept``), the rest is computed anew."""
+    tried again on another pass: those are kept (``_kept``), the rest is computed anew. A
+    mask mistake changes nothing where there are no lengths (``softmax``), so there every
+    mask switch is kept as none: a pair of mistakes, one of them the mask's, is the other
+    one alone on those runs."""
+    if run.get("valid_lens") is None:
+        mask = None
     return _kept((state, run, num_heads, split, concat, proj, kv, out_proj, scale, mask, dim,
                   aliased, "forward"),
                  lambda: _simulated(state, num_heads, run, split, concat, proj, kv, out_proj,

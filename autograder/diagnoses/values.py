@@ -125,7 +125,8 @@ def module_runs(probe) -> tuple[list, list]:
 def telling_runs(probe) -> tuple[list, list]:
     """``module_runs`` as the simulations read them, once per submission: each a flat list
     of the eval-mode forwards (num_heads, state, run, student's out, reference's out,
-    whether those two differ), those that differ first, so that a mistake the evidence
+    whether those two differ, the simulated outputs judged against the student's so far:
+    ``_like_student``), those that differ first, so that a mistake the evidence
     contradicts is turned down at its first simulation; a list where no forward differs is
     left empty, since no mistake can be told from it (a telling run is one where the
     student's answer is the mistake's, not the reference's)."""
@@ -137,17 +138,17 @@ def telling_runs(probe) -> tuple[list, list]:
 
 def _flat(observed) -> list:
     flat = [(config.num_heads, ref["state"], run, s["out"], r["out"],
-             not _close(s["out"], r["out"]))
+             not _close(s["out"], r["out"]), {})
             for config, runs, student, ref in observed if ref.get("state") is not None
             for run, s, r in zip(runs, student["runs"], ref["runs"]) if not run.get("train")]
-    return sorted(flat, key=lambda f: not f[-1]) if any(f[-1] for f in flat) else []
+    return sorted(flat, key=lambda f: not f[5]) if any(f[5] for f in flat) else []
 
 
 def _forward_like(flat, **mistake) -> bool:
     """On the runs of ``telling_runs``: the verdict does not depend on their order (every
     run must agree; one that contradicts, or where the mistake raises, decides)."""
     telling = 0
-    for num_heads, state, run, student, reference, differs in flat:
+    for num_heads, state, run, student, reference, differs, judged in flat:
         try:
             out, _ = m.simulate(state, num_heads, run, **mistake)
         except m.Raises:
@@ -156,11 +157,22 @@ def _forward_like(flat, **mistake) -> bool:
             continue            # a mistake that cannot run gives no evidence either way
         if m.kept_verdict(_close, out, reference):
             continue
-        if _close(student, out):
+        if _like_student(judged, student, out):
             telling += 1
         elif differs:
             return False
     return telling > 0
+
+
+def _like_student(judged: dict, student, out) -> bool:
+    """``_close(student, out)``, judged once per simulated output (many switches give the
+    same one: a mask's on a run without lengths): ``judged`` is the run's own, so the
+    submission's answers stay with its evidence, and holds each output it judged, so an id
+    is not reused while it is there."""
+    hit = judged.get(id(out))
+    if hit is None:
+        hit = judged[id(out)] = (out, _close(student, out))
+    return hit[1]
 
 
 def function_or_forward(fn, mistake, **module_mistake):
