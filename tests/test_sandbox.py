@@ -462,6 +462,26 @@ def test_the_protocol_limits_depth_for_plain_values_too():
         protocol.decode(json.dumps(header).encode(), [])
 
 
+def test_the_overflow_watch_tells_non_finite_values_in_every_dtype():
+    """``probes._infinite`` reads a tensor's float64 sum first: finite values whose sum
+    overflows are still finite, a NaN or an infinity anywhere is not."""
+    huge = torch.tensor([1e308, 1e308, -1.0], dtype=torch.float64)
+    assert not probes._infinite(huge)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            t = torch.zeros(3, 4, dtype=dtype)
+            t[2, 1] = bad
+            assert probes._infinite(t) and probes._infinite(t.t()), (dtype, bad)
+        assert not probes._infinite(torch.full((3,), 100.0, dtype=dtype))
+    pair = torch.tensor([float("inf"), float("-inf")])          # a sum of NaN
+    assert probes._infinite(pair)
+    assert not probes._infinite(torch.ones(2, dtype=torch.int64))
+    assert not probes._infinite(torch.ones(2, device="meta"))
+    assert probes._infinite(float("nan")) and not probes._infinite(1e308)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert probes._infinite(torch.tensor([1.0, float("nan")], dtype=torch.float16))
+
+
 def test_sending_a_tensor_is_no_host_read_of_the_students():
     """The protocol reads a tensor's bytes with torch's own method, not the one the probes
     count host reads with (an answer sent while a trace is open counts nothing)."""

@@ -232,9 +232,15 @@ def simulate(state: dict, num_heads: int, run: dict, *, split=split_ok, concat=c
     tried again on another pass: those are kept (``_kept``), the rest is computed anew. A
     mask mistake changes nothing where there are no lengths (``softmax``), so there every
     mask switch is kept as none: a pair of mistakes, one of them the mask's, is the other
-    one alone on those runs."""
+    one alone on those runs. So are a bias ignored where there is none, and a scale by name
+    (d_model and d_total are one number where d_total is d_model)."""
     if run.get("valid_lens") is None:
         mask = None
+    if proj.startswith("ignores-bias") and not any(key.endswith(".bias") for key in state):
+        proj = "ok"
+    if scale in ("d_model", "d_total"):
+        scale = math.sqrt(run["queries"].shape[-1] if scale == "d_model"
+                          else state["W_q.weight"].shape[0])
     return _kept((state, run, num_heads, split, concat, proj, kv, out_proj, scale, mask, dim,
                   aliased, "forward"),
                  lambda: _simulated(state, num_heads, run, split, concat, proj, kv, out_proj,
@@ -245,8 +251,6 @@ def _simulated(state, num_heads, run, split, concat, proj, kv, out_proj, scale, 
                aliased):
     projection = (state, run, num_heads, split, proj, kv, aliased)
     Q, K, V = _kept(projection, lambda: _projected(*projection))
-    d_model, d_total = run["queries"].shape[-1], state["W_q.weight"].shape[0]
-    scale = {"d_model": math.sqrt(d_model), "d_total": math.sqrt(d_total)}.get(scale, scale)
     scores = _kept((*projection, scale), lambda: scores_of(Q, K, scale))
     out, weights = attend(scores, V, run.get("valid_lens"), mask=mask, dim=dim)
     heads = concat(out)

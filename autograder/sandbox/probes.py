@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import math
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -712,9 +713,13 @@ def _flat(items) -> list:
 
 
 def _infinite(t) -> bool:
+    """A NaN or an infinity in t. A tensor's sum in float64 is finite where all of it is
+    (one operator, where the element-wise test takes three); where it is not, the test
+    decides (a float64 sum can overflow)."""
     if _type(t) is float:
         return t != t or t in (float("inf"), float("-inf"))
     return _isinstance(t, _Tensor) and t.is_floating_point() and t.device.type != "meta" \
+        and not math.isfinite(float(t.sum(dtype=torch.float64))) \
         and bool((~torch.isfinite(t)).any())
 
 
