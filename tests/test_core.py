@@ -344,6 +344,39 @@ def test_a_mask_switch_is_kept_as_none_only_where_the_run_has_no_lengths():
     assert len(differ) == len(masks)
 
 
+def test_a_bias_ignored_where_there_is_none_and_a_scale_by_name_are_kept_as_what_they_compute():
+    import math
+
+    import torch
+
+    from autograder.diagnoses import mutants
+
+    g = torch.Generator().manual_seed(3)
+    with_bias = {f"{role}.{kind}": torch.randn(*((8, 8) if kind == "weight" else (8,)),
+                                               generator=g, dtype=torch.float64)
+                 for role in ("W_q", "W_k", "W_v", "W_o") for kind in ("weight", "bias")}
+    no_bias = {k: v for k, v in with_bias.items() if k.endswith("weight")}
+    run = {x: torch.randn(2, n, 8, generator=g, dtype=torch.float64)
+           for x, n in (("queries", 3), ("keys", 4), ("values", 4))}
+    order = ("split", "concat", "proj", "kv", "out_proj", "scale", "mask", "dim", "aliased")
+    defaults = dict(split=mutants.split_ok, concat=mutants.concat_ok, proj="ok", kv="ok",
+                    out_proj=True, scale=None, mask=None, dim=-1, aliased=False)
+
+    def fresh(state, **switch):
+        return mutants._simulated(state, 2, run, *(dict(defaults, **switch)[k] for k in order))[0]
+    mutants._KEPT.clear()
+    plain = mutants.simulate(no_bias, 2, run)[0]
+    for proj in ("ignores-bias", "ignores-bias-qkv"):
+        assert mutants.simulate(no_bias, 2, run, proj=proj)[0] is plain
+        assert torch.equal(plain, fresh(no_bias, proj=proj))
+        assert not torch.equal(mutants.simulate(with_bias, 2, run, proj=proj)[0],
+                               mutants.simulate(with_bias, 2, run)[0])
+    by_model = mutants.simulate(with_bias, 2, run, scale="d_model")[0]
+    assert mutants.simulate(with_bias, 2, run, scale="d_total")[0] is by_model  # 8 and 8
+    assert torch.equal(by_model, fresh(with_bias, scale=math.sqrt(8)))
+    assert not torch.equal(by_model, mutants.simulate(with_bias, 2, run)[0])
+
+
 def test_a_simulated_output_is_judged_against_the_students_once():
     import torch
 
