@@ -7,6 +7,7 @@ Only the parser and the exit status live here; what each command does is in
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import select
 import sys
@@ -279,6 +280,17 @@ def _common(p) -> None:
                    help="the seed of the random inputs; give an earlier run's seed to replay "
                         "its inputs (default: a new random seed, printed with the result)")
     p.add_argument("--rubric", metavar="FILE", help=RUBRIC_HELP)
+
+
+def command() -> int:
+    """The command line as a program runs it (``python -m autograder``, ``mha-autograder``):
+    ``main``, then the heap frozen, since the process ends. The interpreter's last garbage
+    collection would walk every object still alive (some 300,000, most of them torch's) only
+    for the system to free them all, 0.5 to 1 s of every command. Frozen objects are left out
+    of it; the rest of the exit (atexit handlers, flushing and closing files) is unchanged."""
+    status = main()
+    gc.freeze()
+    return status
 
 
 def main(argv=None) -> int:

@@ -172,6 +172,22 @@ def test_leaving_skips_the_last_garbage_collection():
     assert count > 10_000, frozen.stderr          # the imported modules' objects, torch's
 
 
+def test_the_installed_command_leaves_as_python_m_autograder_does():
+    """``mha-autograder`` (the console script pyproject.toml declares) runs the same function
+    as ``python -m autograder``: the heap frozen as it leaves."""
+    from autograder.scoring import tomllib        # tomli on Python 3.10
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["mha-autograder"]
+    module, name = target.split(":")
+    code = ("import atexit, gc, importlib, sys\n"
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count(), file=sys.stderr))\n"
+            "sys.argv = ['mha-autograder', 'checks']\n"
+            f"sys.exit(getattr(importlib.import_module({module!r}), {name!r})())\n")
+    done = subprocess.run([PYTHON, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("head_weight_shape"), done.stderr
+    assert int(done.stderr.split("frozen ", 1)[1].split()[0]) > 10_000, done.stderr
+
+
 # --- exit statuses -----------------------------------------------------------------------------
 
 def test_usage_errors_exit_2(no_zygote, tmp_path, capsys):
