@@ -37,6 +37,9 @@ LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
 #: Memory of one sandbox's processes together, watched by the zygote and, where the machine
 #: allows, limited by a cgroup of its own (shared memory included); on CPU runs also each
 #: process's address space (RLIMIT_AS clashes with CUDA's virtual reservations: STYLE 3.1).
+#: The instructor's note where error carried forward's question got no answer (``carry``)
+UNANSWERED = ("for the instructor: error carried forward asked the reference's process a "
+              "question it did not answer (")
 #: A Grader may be given less (``memory_bytes``: tests keep memory attacks cheap).
 MEMORY = 4 << 30
 #: Wall-clock limits in seconds, on the grader's clock: importing the submission, one probe,
@@ -177,8 +180,9 @@ class Grader:
         """The report's notes: loading, the sandbox's limits, the code rules, scoring, the
         grader's own faults, the variant, the deductions."""
         sub, sandbox = g.sub, g.sandbox
+        faults = [f for e in g.probe.evidence.both() for f in e.grader_faults]
         notes = list(sub.notes) + (sandbox.notes if sandbox else []) + _rule_notes(
-            g.probe.evidence) + g.notes + g.probe.evidence.grader_faults
+            g.probe.evidence) + g.notes + list(dict.fromkeys(faults))   # the carried pass's too
         if sub.problem or (sandbox and sandbox.load_problem):
             notes.insert(0, sub.problem or sandbox.load_problem)
         elif sandbox and not sandbox.names:
@@ -324,13 +328,24 @@ class Grader:
         evidence = Evidence(rules=sandbox.rules_broken if sandbox is not None else [],
                             source=facts, guarded=self.rules)
 
+        def answer(question, allowed):
+            """The reference's answer; where its process gave none, the instructor is told."""
+            reply = self.answers(question, allowed)
+            if carry.unanswered(reply) and not any(
+                    f.startswith(UNANSWERED) for f in evidence.grader_faults):
+                evidence.grader_faults.append(
+                    f"{UNANSWERED}{reply['raised']}): the checks redone with the reference's "
+                    "parts that asked it failed for that reason; if it was the grader's (its "
+                    "process killed, the machine short of memory), grade this submission again")
+            return reply
+
         def student(name, group, kwargs):
             if sandbox is None:
                 raise StudentError(sub.problem)
             parts = evidence.carry if carried and name in CARRIED_PROBES else None
             try:
                 return sandbox.probe(name, group=group, **kwargs,
-                                     **({"carry": (parts, self.answers)} if parts else {}))
+                                     **({"carry": (parts, answer)} if parts else {}))
             finally:
                 hits = getattr(sandbox, "forbidden", None)
                 if hits:

@@ -79,6 +79,16 @@ def released(result: CheckResult, blockers) -> CheckResult:
                    "(error carried forward): " + result.feedback)
 
 
+#: how an answer the reference's process could not give begins (its limit, its time-out, its
+#: end): the student's proxy raises it, and the instructor is told (``unanswered``)
+NO_ANSWER = "no answer: "
+
+
+def unanswered(reply: dict) -> bool:
+    """The reference's process gave no answer (as opposed to raising on the arguments)."""
+    return str(reply.get("raised", "")).startswith(NO_ANSWER)
+
+
 class Answers:
     """The reference's answers to the questions of carried parts, from a process of its own.
 
@@ -144,10 +154,10 @@ class Answers:
             self._drop()
             if worn and again:
                 return self._ask(question, again=False)
-            return {"raised": f"no answer: {e}"[:300]}
+            return {"raised": f"{NO_ANSWER}{e}"[:300]}
         except Exception as e:          # noqa: BLE001 — the zygote gone: no answer, no crash
             self._drop()
-            return {"raised": f"no answer: the reference's process failed ({e})"[:300]}
+            return {"raised": f"{NO_ANSWER}the reference's process failed ({e})"[:300]}
 
     def close(self) -> None:
         with self._lock:

@@ -182,3 +182,36 @@ class MultiHeadAttention(MultiHeadAttention):
         heads, self.attention_weights = attention_pool(Q, K, V, valid_lens)
         return self.W_o(concat_heads(heads))
 '''
+
+
+def test_a_question_the_reference_could_not_answer_is_told_to_the_instructor(
+        grader, tmp_path, monkeypatch):
+    """Where the reference's process gives no answer (killed, out of memory), the carried
+    check fails as the student's proxy raises, and the report tells the instructor once; a
+    question the reference raises on (the student's arguments) is no note."""
+    from autograder import api
+    killed = {"raised": carry.NO_ANSWER + "the reference's process was killed"}
+    monkeypatch.setattr(grader, "answers", lambda question, allowed: dict(killed))
+    report = grader.grade(write("split.no-transpose", tmp_path)).to_dict()
+    told = [n for n in report["notes"] if n.startswith(api.UNANSWERED)]
+    assert len(told) == 1 and "was killed" in told[0], report["notes"]
+    assert "MultiHeadAttention.values" not in carried_passes(report)
+    assert carry.unanswered(killed) and not carry.unanswered({"raised": "ValueError: no"})
+
+
+def test_a_grader_fault_in_the_carried_pass_reaches_the_report(grader, tmp_path, monkeypatch):
+    """A bug of the grader met while a check is redone with the reference's parts is noted
+    for the instructor, as one met in the strict pass is (the carried pass's evidence is
+    its own)."""
+    import dataclasses
+    name = "MultiHeadAttention.values"
+    real = grader.checks[name]
+
+    def body(probe):
+        if probe.evidence.carry:
+            raise RuntimeError("a bug met only in the carried pass")
+        return real.body(probe)
+    monkeypatch.setitem(grader.checks, name, dataclasses.replace(real, body=body))
+    report = grader.grade(write("split.no-transpose", tmp_path)).to_dict()
+    faults = [n for n in report["notes"] if "only in the carried pass" in n]
+    assert len(faults) == 1 and faults[0].startswith("for the instructor"), report["notes"]
