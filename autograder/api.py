@@ -37,14 +37,14 @@ LIMITS = {"RLIMIT_CPU": 120, "RLIMIT_NPROC": 32, "RLIMIT_FSIZE": 16 << 20,
 #: Memory of one sandbox's processes together, watched by the zygote and, where the machine
 #: allows, limited by a cgroup of its own (shared memory included); on CPU runs also each
 #: process's address space (RLIMIT_AS clashes with CUDA's virtual reservations: STYLE 3.1).
-#: The instructor's note where error carried forward's question got no answer (``carry``)
-UNANSWERED = ("for the instructor: error carried forward asked the reference's process a "
-              "question it did not answer (")
 #: A Grader may be given less (``memory_bytes``: tests keep memory attacks cheap).
 MEMORY = 4 << 30
 #: Wall-clock limits in seconds, on the grader's clock: importing the submission, one probe,
 #: one group of checks, the whole submission. A Grader copies them (tests shorten them).
 TIMEOUTS = {"import": 20.0, "probe": 15.0, "group": 30.0, "submission": 90.0}
+#: The instructor's note where error carried forward's question got no answer (``carry``)
+UNANSWERED = ("for the instructor: error carried forward asked the reference's process a "
+              "question it did not answer (")
 
 
 class Grader:
