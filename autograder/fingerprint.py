@@ -6,12 +6,7 @@ import hashlib
 
 import torch
 
-#: torch's own Tensor.numpy (``probes`` wraps torch.Tensor's to count host reads)
-_numpy = torch._C.TensorBase.numpy
-#: dtypes whose tensors numpy holds as they are
-_PLAIN = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
-                    torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
-                    torch.complex128})
+from .sandbox.protocol import NUMPY_DTYPES, numpy_of
 
 
 def fingerprint(value) -> str:
@@ -21,10 +16,10 @@ def fingerprint(value) -> str:
     def walk(v):
         if isinstance(v, torch.Tensor):
             h.update(str((v.dtype, tuple(v.shape))).encode())
-            if v.dtype in _PLAIN and v.device.type == "cpu" and v.is_contiguous():
-                h.update(_numpy(v))          # its memory as it is: C order already
+            if v.dtype in NUMPY_DTYPES and v.device.type == "cpu" and v.is_contiguous():
+                h.update(numpy_of(v))          # its memory as it is: C order already
             else:
-                h.update(_numpy(v.contiguous().reshape(-1).view(torch.uint8)))
+                h.update(numpy_of(v.contiguous().reshape(-1).view(torch.uint8)))
         elif isinstance(v, dict):
             for k in sorted(v):
                 h.update(str(k).encode())

@@ -26,13 +26,13 @@ DTYPES = {name: getattr(torch, name) for name in (
     "uint8", "bool", "complex64", "complex128")}
 ITEMSIZE = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in DTYPES.items()}
 _PREFIX = struct.Struct(">II")
-#: the dtypes numpy holds, by name (bfloat16 goes through its bits)
-_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items() if name != "bfloat16"}
+#: the dtypes numpy holds, with their names (bfloat16 goes through its bits)
+NUMPY_DTYPES = {dtype: name for name, dtype in DTYPES.items() if name != "bfloat16"}
 _EXACT = 2**53               #: the ints JSON carries as they are
 _RAW = frozenset({bool, int, float, str, type(None)})     #: what JSON gives back as itself
 #: torch's own Tensor.numpy: ``probes`` counts host reads by wrapping torch.Tensor's, and
-#: sending a value is no read of the student's
-_numpy = torch._C.TensorBase.numpy
+#: sending a value (or keying it: ``fingerprint``) is no read of the student's
+numpy_of = torch._C.TensorBase.numpy
 
 
 class ProtocolError(Exception):
@@ -52,7 +52,7 @@ def _encode(value, blobs, depth):
     if value is None or kind is bool or kind is str:
         return value
     if kind is int:
-        return {"int": str(value)} if abs(value) > 2**53 else value
+        return {"int": str(value)} if abs(value) > _EXACT else value
     if kind is float:
         return value if math.isfinite(value) else {"float": repr(value)}
     if kind in (list, tuple):
@@ -66,9 +66,9 @@ def _encode(value, blobs, depth):
     if kind is torch.Size:
         return {"tuple": [int(v) for v in value]}
     if kind is torch.Tensor:
-        name = _DTYPE_NAMES.get(value.dtype)
+        name = NUMPY_DTYPES.get(value.dtype)
         if name is not None and value.device.type == "cpu":   # the common case, quicker
-            blobs.append(_numpy(value.detach() if value.requires_grad else value).tobytes())
+            blobs.append(numpy_of(value.detach() if value.requires_grad else value).tobytes())
             return {"tensor": {"dtype": name, "shape": list(value.shape), "blob": len(blobs) - 1}}
         t = value.detach()
         if t.device.type == "meta":
@@ -77,7 +77,7 @@ def _encode(value, blobs, depth):
         t = t.to("cpu")
         if t.dtype is torch.bfloat16:                  # numpy has no bfloat16: its bits
             t = t.contiguous().view(torch.int16)
-        blobs.append(_numpy(t).tobytes())              # C order, whatever the strides
+        blobs.append(numpy_of(t).tobytes())              # C order, whatever the strides
         return {"tensor": {"dtype": str(value.dtype).removeprefix("torch."),
                            "shape": list(t.shape), "blob": len(blobs) - 1}}
     raise ProtocolError(f"cannot send a value of type {kind.__name__}")
